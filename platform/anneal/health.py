@@ -1,0 +1,65 @@
+"""GET /healthz: database, Redis, Celery workers per queue and the sandbox backend, each with a status."""
+
+import time
+
+import redis
+from django.conf import settings
+from django.db import connection
+from django.http import JsonResponse
+
+QUEUES = ("default", "gpu", "sandbox")
+
+
+def _check(fn) -> dict:
+    started = time.perf_counter()
+    try:
+        detail = fn()
+        ok = True
+    except Exception as exc:  # a health page reports every failure rather than raising
+        detail, ok = f"{type(exc).__name__}: {exc}", False
+    return {"ok": ok, "detail": detail, "ms": round((time.perf_counter() - started) * 1000, 1)}
+
+
+def _database() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return connection.vendor
+
+
+def _redis() -> str:
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    client.ping()
+    return "pong"
+
+
+def _workers() -> dict:
+    from workers.celery_app import app
+
+    replies = app.control.inspect(timeout=1.0).active_queues() or {}
+    serving = {queue["name"] for queues in replies.values() for queue in queues}
+    missing = [q for q in QUEUES if q not in serving]
+    if missing:
+        raise RuntimeError(
+            f"no worker consumes queue(s) {', '.join(missing)}; workers seen: {sorted(replies)}"
+        )
+    return {"workers": sorted(replies), "queues": sorted(serving)}
+
+
+def _sandbox() -> dict:
+    from sandboxes.registry import get_backend
+
+    health = get_backend(settings.SANDBOX_BACKEND).health()
+    if not health.get("ok"):
+        raise RuntimeError(health.get("detail", "sandbox backend unhealthy"))
+    return health
+
+
+def healthz(request) -> JsonResponse:
+    checks = {
+        "database": _check(_database),
+        "redis": _check(_redis),
+        "workers": _check(_workers),
+        "sandbox": _check(_sandbox),
+    }
+    ok = all(c["ok"] for c in checks.values())
+    return JsonResponse({"ok": ok, "checks": checks}, status=200 if ok else 503)

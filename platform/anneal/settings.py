@@ -1,0 +1,191 @@
+"""The one settings module. Every value a deployment changes comes from an environment variable (README)."""
+
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from anneal.env import env_bool, env_choice, env_int, env_list, env_path, env_str, env_url
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FRONTEND_DIR = REPO_ROOT / "frontend"
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY", "insecure-development-key-only-for-debug" if DEBUG else None)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "http://localhost:8000,http://127.0.0.1:8000")
+BASE_URL = env_url("ANNEAL_BASE_URL", "http://127.0.0.1:8000", schemes=("http", "https"))
+
+DATA_DIR = env_path("ANNEAL_DATA_DIR", REPO_ROOT / "var")
+UPLOAD_DIR = env_path("ANNEAL_UPLOAD_DIR", DATA_DIR / "uploads")
+DATASET_DIR = env_path("ANNEAL_DATASET_DIR", DATA_DIR / "datasets")
+MODEL_STORE = env_path("ANNEAL_MODEL_STORE", DATA_DIR / "models")
+CHECKPOINT_DIR = env_path("ANNEAL_CHECKPOINT_DIR", DATA_DIR / "checkpoints")
+UPLOAD_MAX_BYTES = env_int("ANNEAL_UPLOAD_MAX_MB", 200, minimum=1, maximum=100_000) * 1024 * 1024
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "anneal.accounts",
+    "anneal.datasets",
+    "anneal.verifiers",
+    "anneal.training",
+    "anneal.deployments",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "anneal.urls"
+ASGI_APPLICATION = "anneal.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [FRONTEND_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "anneal.accounts.context.current_team",
+            ]
+        },
+    }
+]
+
+
+def _database() -> dict:
+    url = env_url(
+        "DATABASE_URL",
+        f"sqlite:///{DATA_DIR / 'anneal.sqlite3'}",
+        schemes=("sqlite", "postgres", "postgresql"),
+    )
+    config = dj_database_url.parse(url, conn_max_age=0)
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # Several processes write to the embedded database: wait for locks instead of failing, and take
+        # the write lock at BEGIN so two writers never deadlock upgrading a read lock.
+        config["OPTIONS"] = {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    return config
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+
+def _redis_urls() -> tuple[str, str]:
+    """Return (redis-py URL, Celery broker URL) for REDIS_URL: ``redis://host:port/db`` or ``unix:///sock?db=N``."""
+    url = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
+    parts = urlsplit(url)
+    if parts.scheme != "unix":
+        return url, url
+    db = parse_qs(parts.query).get("db", ["0"])[0]
+    if not db.isdigit():
+        raise ImproperlyConfigured(f"REDIS_URL={url!r}: db must be a number, e.g. unix:///tmp/r.sock?db=0")
+    return url, f"redis+socket://{parts.path}?virtual_host={db}"
+
+
+REDIS_URL, CELERY_BROKER_URL = _redis_urls()
+CELERY_RESULT_BACKEND = CELERY_BROKER_URL
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "datasets.*": {"queue": "default"},
+    "housekeeping.*": {"queue": "default"},
+    "training.*": {"queue": "gpu"},
+    "sandbox.*": {"queue": "sandbox"},
+}
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_RESULT_EXPIRES = 3600
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-jobs": {"task": "housekeeping.reap_stale_jobs", "schedule": 30.0},
+}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [REDIS_URL],
+            "prefix": env_str("ANNEAL_CHANNEL_PREFIX", "anneal"),
+            "capacity": 1000,
+        },
+    }
+}
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+
+SANDBOX_BACKEND = env_choice("SANDBOX_BACKEND", "bwrap", ("bwrap",))
+SANDBOX_EXECUTION = env_choice("SANDBOX_EXECUTION", "local", ("local", "remote"))
+JOB_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_JOB_HEARTBEAT_TIMEOUT_S", 120, minimum=10)
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+STATICFILES_DIRS = [FRONTEND_DIR / "static"]
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "anneal.accounts.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+    "EXCEPTION_HANDLER": "anneal.api_errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Anneal API",
+    "DESCRIPTION": "Datasets, verifiers, RL post-training jobs and their live events. Authenticate with "
+    "`Authorization: Bearer <token>` (a personal API token bound to one team).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR")),
+    },
+}

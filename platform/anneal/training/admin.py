@@ -1,0 +1,82 @@
+from django.contrib import admin, messages
+
+from anneal.errors import InputError
+from anneal.training.models import Checkpoint, Job, JobEvent, JobVerifier
+from anneal.training.services import job_cancel, job_retry
+
+
+class JobVerifierInline(admin.TabularInline):
+    model = JobVerifier
+    extra = 0
+    readonly_fields = ["verifier_version", "name", "weight"]
+    can_delete = False
+
+
+class CheckpointInline(admin.TabularInline):
+    model = Checkpoint
+    extra = 0
+    readonly_fields = ["step", "location", "created_at"]
+    fields = readonly_fields
+    can_delete = False
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "name",
+        "team",
+        "state",
+        "step",
+        "max_steps",
+        "created_by",
+        "created_at",
+        "finished_at",
+    ]
+    list_filter = ["state", "team", "created_at"]
+    search_fields = ["name", "id", "created_by__username"]
+    readonly_fields = [
+        "state",
+        "spec",
+        "dataset_version",
+        "error",
+        "step",
+        "last_seq",
+        "worker",
+        "child_pid",
+        "heartbeat_at",
+        "started_at",
+        "finished_at",
+        "retry_of",
+    ]
+    inlines = [JobVerifierInline, CheckpointInline]
+    actions = ["cancel_jobs", "retry_jobs"]
+
+    @admin.action(description="Cancel the selected jobs")
+    def cancel_jobs(self, request, queryset):
+        for job in queryset:
+            job_cancel(job=job, user=request.user)
+        self.message_user(request, f"Cancel requested for {queryset.count()} job(s).")
+
+    @admin.action(description="Retry the selected jobs (a new job with the same spec)")
+    def retry_jobs(self, request, queryset):
+        for job in queryset:
+            try:
+                new = job_retry(job=job, user=request.user)
+                self.message_user(request, f"Job #{job.pk} retried as #{new.pk}.")
+            except InputError as exc:
+                self.message_user(request, str(exc), level=messages.WARNING)
+
+
+@admin.register(JobEvent)
+class JobEventAdmin(admin.ModelAdmin):
+    list_display = ["job", "seq", "kind", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["job__id", "job__name"]
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(admin.ModelAdmin):
+    list_display = ["job", "step", "location", "created_at"]
+    list_filter = ["job__team"]
+    search_fields = ["job__name", "location"]

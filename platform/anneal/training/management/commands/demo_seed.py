@@ -1,0 +1,65 @@
+"""Seed the demo team (user, dataset, verifiers) and launch the demo job. Safe to run again."""
+
+from django.core.management.base import BaseCommand
+
+from anneal.accounts.models import Role
+from anneal.accounts.services import member_ensure
+from anneal.datasets.models import Dataset
+from anneal.datasets.services import dataset_version_create_from_rows
+from anneal.training.models import Job, JobState
+from anneal.training.services import job_launch
+from anneal.verifiers.models import Verifier
+from anneal.verifiers.services import verifier_create
+from gpu_jobs.addition import addition_rows
+
+DEMO_USER, DEMO_PASSWORD = "demo", "anneal-demo"
+DATASET = "two-digit addition"
+VERIFIERS = {
+    "exact answer": ({"type": "exact_match", "reference_field": "answer"}, 1.0),
+    "python tests": ({"type": "python_tests", "tests_field": "tests", "scoring": "all_or_nothing"}, 0.5),
+}
+
+
+class Command(BaseCommand):
+    help = __doc__
+
+    def add_arguments(self, parser):
+        parser.add_argument("--base-url", default="http://127.0.0.1:8000")
+        parser.add_argument("--steps", type=int, default=120, help="GRPO steps of the demo job.")
+        parser.add_argument("--no-job", action="store_true", help="Seed only; launch nothing.")
+
+    def handle(self, *args, base_url: str, steps: int, no_job: bool, **opts):
+        user, team = member_ensure(
+            username=DEMO_USER,
+            password=DEMO_PASSWORD,
+            organisation="Demo organisation",
+            team="Demo team",
+            role=Role.OWNER,
+            staff=True,
+        )
+        dataset = Dataset.objects.filter(team=team, name=DATASET).first()
+        version = dataset.latest_version if dataset else None
+        if version is None:
+            version = dataset_version_create_from_rows(
+                team=team, user=user, name=DATASET, rows=addition_rows(n=512, seed=1)
+            )
+        verifier_versions = []
+        for name, (spec, weight) in VERIFIERS.items():
+            verifier = Verifier.objects.filter(team=team, name=name).first()
+            if verifier is None:
+                verifier = verifier_create(team=team, user=user, name=name, spec=spec)
+            verifier_versions.append({"verifier_version": verifier.latest_version.id, "weight": weight})
+        self.stdout.write(f"Login: {base_url}/login/  user {DEMO_USER}  password {DEMO_PASSWORD}")
+        if no_job:
+            return
+        job = Job.objects.filter(team=team, state__in=[JobState.QUEUED, JobState.RUNNING]).first()
+        if job is None:
+            job = job_launch(
+                team=team,
+                user=user,
+                name="demo: GRPO on two-digit addition",
+                dataset_version_id=version.id,
+                verifiers=verifier_versions,
+                params={"max_steps": steps},
+            )
+        self.stdout.write(f"Watch the job live: {base_url}/jobs/{job.id}/")

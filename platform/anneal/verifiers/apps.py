@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class VerifiersConfig(AppConfig):
+    name = "anneal.verifiers"
+    label = "verifiers"

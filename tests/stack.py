@@ -1,0 +1,145 @@
+"""Start the real platform for integration and browser tests: its own PostgreSQL database, Daphne serving
+the ASGI app, and separate Celery workers for the default, gpu and sandbox queues, as in production."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import psycopg
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Stack:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.db_name = f"anneal_stack_{uuid.uuid4().hex[:8]}"
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.processes: dict[str, subprocess.Popen] = {}
+        redis_url = os.environ.get("ANNEAL_STACK_REDIS_URL", "redis://127.0.0.1:6379/10")
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{self.db_name}",
+            "REDIS_URL": redis_url,
+            "ANNEAL_DATA_DIR": str(workdir / "data"),
+            "ANNEAL_BASE_URL": self.base_url,
+            "ANNEAL_CHANNEL_PREFIX": f"stack{self.port}",
+            "SANDBOX_EXECUTION": "remote",
+            "SECRET_KEY": "stack-secret-key",
+            "DEBUG": "false",
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "CSRF_TRUSTED_ORIGINS": self.base_url,
+        }
+        self.redis_url = redis_url
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = (self.workdir / f"{name}.log").open("wb")
+        self.processes[name] = subprocess.Popen(
+            args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def start(self) -> None:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.db_name}"')
+        redis.Redis.from_url(self.redis_url).flushdb()
+        self.manage("migrate", "--noinput")
+        celery = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--loglevel", "INFO"]
+        self._spawn(
+            "web",
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "anneal.asgi:application",
+            ],
+        )
+        self._spawn("worker", [*celery, "-Q", "default", "-n", f"default-{self.port}@%h", "-c", "1"])
+        self._spawn(
+            "gpu",
+            [*celery, "-Q", "gpu", "-n", f"gpu-{self.port}@%h", "-c", "1", "--prefetch-multiplier", "1"],
+        )
+        self._spawn("sandbox", [*celery, "-Q", "sandbox", "-n", f"sandbox-{self.port}@%h", "-c", "2"])
+        self.wait_healthy()
+
+    def wait_healthy(self, timeout_s: float = 120) -> dict:
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while time.monotonic() < deadline:
+            for name, proc in self.processes.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.log_tail(name)}")
+            try:
+                response = httpx.get(f"{self.base_url}/healthz", timeout=5)
+                last = response.json()
+                if response.status_code == 200:
+                    return last
+            except (httpx.HTTPError, json.JSONDecodeError) as exc:
+                last = repr(exc)
+            time.sleep(1)
+        raise RuntimeError(
+            f"the stack did not become healthy in {timeout_s} s: {last}\n{self.log_tail('web')}"
+        )
+
+    def manage(self, *args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+        return result.stdout.strip()
+
+    def member(self, username: str, *, team: str, role: str = "owner", organisation: str = "Acme") -> str:
+        """Create the user with a role in the team (password = username * 2) and return a new API token."""
+        return self.manage(
+            "anneal_member",
+            f"--username={username}",
+            f"--password={username * 2}",
+            f"--organisation={organisation}",
+            f"--team={team}",
+            f"--role={role}",
+            f"--token={username}-token",
+        ).splitlines()[-1]
+
+    def client(self, token: str) -> httpx.Client:
+        return httpx.Client(
+            base_url=f"{self.base_url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+
+    def log_tail(self, name: str, chars: int = 4000) -> str:
+        path = self.workdir / f"{name}.log"
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
