@@ -1,0 +1,31 @@
+"""Verifier types by name, and the two entry points: validate a spec, build a scorer from it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpu_jobs.rewards.base import Scorer, SpecError
+from gpu_jobs.rewards.exact_match import ExactMatch
+from gpu_jobs.rewards.python_tests import PythonTests
+
+if TYPE_CHECKING:
+    from sandboxes.client import SandboxClient
+
+VERIFIER_TYPES: dict[str, type[Scorer]] = {cls.type_name: cls for cls in (ExactMatch, PythonTests)}
+
+
+def validate_spec(spec: dict) -> dict:
+    """The spec with every default filled in; SpecError naming the first wrong field otherwise."""
+    if not isinstance(spec, dict):
+        raise SpecError("spec", f"must be a JSON object, got {type(spec).__name__}")
+    kind = spec.get("type")
+    if kind not in VERIFIER_TYPES:
+        known = ", ".join(VERIFIER_TYPES)
+        raise SpecError("type", f"must be one of {known}, got {kind!r}" if kind else f"is required ({known})")
+    return VERIFIER_TYPES[kind].normalise_spec(spec)
+
+
+def build_scorer(spec: dict, *, sandbox: SandboxClient | None = None) -> Scorer:
+    """A scorer for `spec` (validated here). Types that run code use `sandbox`, or a local one when None."""
+    clean = validate_spec(spec)
+    return VERIFIER_TYPES[clean["type"]](clean, sandbox=sandbox)

@@ -1,0 +1,1 @@
+"""One module per sandbox backend; `sandboxes.registry` chooses one by name."""

@@ -1,0 +1,326 @@
+"""The bubblewrap backend: one fresh, unprivileged, network-less mount namespace per program.
+
+What the program sees: /usr (and the /bin, /lib* links or binds next to it) read-only, its own /proc and a
+minimal /dev, and a size-capped tmpfs at /tmp holding the working directory. No /etc, no /home, no project
+checkout, no host environment variables, only a down loopback interface. It runs as uid 65534 with no
+capabilities, as a child of bwrap's own pid 1, so the whole sandbox dies with bwrap.
+
+Limits: address space, CPU seconds, file size and core size by `prlimit` on the bwrap process (inherited by
+everything inside); processes by a per-run pids cgroup when one can be created (see process_limit.py), else
+RLIMIT_NPROC; disk by the tmpfs size; wall time and output size by this module, which SIGKILLs bwrap's
+process group (and the cgroup) when either runs out.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from sandboxes.backends.base import SandboxBackend
+from sandboxes.backends.process_limit import PidsCgroupParent, RunCgroup, user_task_count
+from sandboxes.types import Limits, RunRequest, RunResult, Status
+
+WORKDIR = "/tmp/work"
+SANDBOX_UID = "65534"  # nobody: the program owns nothing outside its tmpfs
+SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8"}
+# -E/-s/-S: no PYTHON* variables, no user or system site-packages, so only the standard library (and the
+# working directory, for the request's own files) is importable. -u: a killed program still shows what it
+# printed. -B: no __pycache__ in the small tmpfs.
+PYTHON_FLAGS = ("-E", "-s", "-S", "-u", "-B")
+MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
+# bwrap's own two processes (outside and pid 1 inside) sit in the pids cgroup next to the program.
+BWRAP_TASKS = 2
+# What running out of RLIMIT_AS looks like: Python's MemoryError, libc's ENOMEM text (shell tools), and the
+# dynamic loader failing to map a library when the limit is below what the interpreter itself needs.
+MEMORY_MARKERS = (
+    "MemoryError",
+    "Cannot allocate memory",
+    "memory exhausted",
+    "out of memory",
+    "failed to map segment",
+)
+SIGXCPU_EXIT = 128 + signal.SIGXCPU
+
+
+@dataclass
+class _Outcome:
+    """What came out of a finished (or killed) bwrap process, before it is turned into a RunResult."""
+
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    flooded: bool
+
+
+class BwrapBackend(SandboxBackend):
+    name = "bwrap"
+
+    def __init__(
+        self, *, bwrap_path: str | None = None, python_path: str = "/usr/bin/python3", workers: int = 2
+    ) -> None:
+        """`python_path` must be a system interpreter under /usr (the only host tree the sandbox sees)."""
+        self.bwrap_path = bwrap_path or shutil.which("bwrap") or "/usr/bin/bwrap"
+        self.prlimit_path = shutil.which("prlimit") or "/usr/bin/prlimit"
+        self.python_path = python_path
+        self.workers = workers
+        self._pids_parent = PidsCgroupParent.find()
+
+    def run(self, request: RunRequest) -> RunResult:
+        started = time.monotonic()
+        problem = self._request_problem(request)
+        if problem:
+            return RunResult(Status.SANDBOX_ERROR, None, "", problem, 0.0)
+        with ExitStack() as stack:
+            try:
+                cgroup = self._create_cgroup(request.limits)
+                if cgroup is not None:
+                    stack.callback(cgroup.remove)
+                fds = _FdBag(stack)
+                argv = self._command(request, fds, cgroup)
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=fds.memfd(request.stdin, pass_to_bwrap=False),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    pass_fds=fds.passed,
+                    start_new_session=True,  # so a timeout can kill bwrap's whole process group
+                    # --clearenv only cleans the program's environment: bwrap's own pid 1 inside the sandbox
+                    # keeps bwrap's, and the program can read it from /proc/1/environ.
+                    env={},
+                )
+            except OSError as exc:
+                return RunResult(Status.SANDBOX_ERROR, None, "", f"could not start bwrap: {exc}", 0.0)
+            outcome = _collect(proc, request.limits, cgroup, started=started)
+            # bwrap reports the program's exit code only when it managed to set the sandbox up and start it.
+            program_ran = '"exit-code"' in fds.read(fds.status_fd)
+        return _result(
+            outcome, request.limits, program_ran=program_ran, duration_s=time.monotonic() - started
+        )
+
+    def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
+        if len(requests) <= 1 or self.workers <= 1:
+            return [self.run(request) for request in requests]
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(requests))) as pool:
+            return list(pool.map(self.run, requests))  # map keeps the order of `requests`
+
+    def health(self) -> dict:
+        result = self.run(RunRequest(language="python", code="print('ok')"))
+        ok = result.status == Status.OK and result.stdout.strip() == "ok"
+        detail = (
+            f"bwrap at {self.bwrap_path}; python {self.python_path}; processes capped by {self.process_limit}"
+        )
+        if not ok:
+            detail += f"; test program gave {result.status}: {result.stderr.strip()[-300:]}"
+        return {"ok": ok, "backend": self.name, "detail": detail}
+
+    @property
+    def process_limit(self) -> str:
+        if self._pids_parent is not None:
+            return f"a pids cgroup per run under {self._pids_parent.path}"
+        note = " (not enforced: this process runs as root)" if os.getuid() == 0 else ""
+        return f"RLIMIT_NPROC per host user, no writable pids cgroup{note}"
+
+    def _request_problem(self, request: RunRequest) -> str:
+        if not os.path.exists(self.bwrap_path):
+            return f"bubblewrap not found at {self.bwrap_path}; install the Debian package bubblewrap"
+        if not os.path.exists(self.prlimit_path):
+            return f"prlimit not found at {self.prlimit_path}; install the Debian package util-linux"
+        if request.language == "python" and not os.path.exists(self.python_path):
+            return f"no interpreter at {self.python_path}; install the Debian package python3-minimal"
+        main = MAIN_FILE[request.language]
+        if main in request.files:
+            return f"files may not contain {main}: that name holds the program's code"
+        return ""
+
+    def _create_cgroup(self, limits: Limits) -> RunCgroup | None:
+        if self._pids_parent is None:
+            return None
+        return self._pids_parent.create(pids=limits.pids + BWRAP_TASKS)
+
+    def _command(self, request: RunRequest, fds: _FdBag, cgroup: RunCgroup | None) -> list[str]:
+        limits = request.limits
+        cpu = math.ceil(limits.cpu_s)
+        prlimit = [
+            self.prlimit_path,
+            f"--as={limits.memory_mb * 2**20}",
+            f"--cpu={cpu}:{cpu + 1}",  # SIGXCPU first (reported as a timeout), SIGKILL a second later
+            f"--fsize={limits.file_size_mb * 2**20}",
+            "--core=0",
+        ]
+        if cgroup is None:
+            # RLIMIT_NPROC counts the user's processes outside the sandbox too, so allow for those.
+            prlimit.append(f"--nproc={user_task_count() + limits.pids + BWRAP_TASKS}")
+        bwrap = [
+            self.bwrap_path,
+            "--unshare-all",
+            "--unshare-user",
+            "--uid",
+            SANDBOX_UID,
+            "--gid",
+            SANDBOX_UID,
+            "--die-with-parent",
+            "--new-session",
+            "--hostname",
+            "sandbox",
+            "--clearenv",
+            *[arg for key, value in SANDBOX_ENV.items() for arg in ("--setenv", key, value)],
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            *_usr_neighbours(),
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(limits.tmpfs_mb * 2**20),
+            "--tmpfs",
+            "/tmp",
+            "--dir",
+            WORKDIR,
+            "--chdir",
+            WORKDIR,
+            "--json-status-fd",
+            str(fds.status_fd),
+        ]
+        main = MAIN_FILE[request.language]
+        made_dirs: set[str] = set()
+        for name, content in [*request.files.items(), (main, request.code)]:
+            for parent in reversed(PurePosixPath(name).parents[:-1]):
+                if str(parent) not in made_dirs:
+                    made_dirs.add(str(parent))
+                    bwrap += ["--dir", f"{WORKDIR}/{parent}"]
+            bwrap += ["--file", str(fds.memfd(content)), f"{WORKDIR}/{name}"]
+        program = (
+            [self.python_path, *PYTHON_FLAGS, main] if request.language == "python" else ["/bin/sh", main]
+        )
+        command = [*prlimit, "--", *bwrap, "--", *program]
+        if cgroup is not None:
+            # Join the cgroup before anything can fork: a shell writes its own pid, then execs the rest.
+            # (A preexec_fn would do it in Python between fork and exec, which is unsafe with run_many's threads.)
+            command = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file), *command]
+        return command
+
+
+class _FdBag:
+    """In-memory files handed to bwrap by descriptor (stdin, the program, its files, the status report)."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self._stack = stack
+        self.passed: list[int] = []
+        self.status_fd = self.memfd("")
+
+    def memfd(self, content: str, *, pass_to_bwrap: bool = True) -> int:
+        fd = os.memfd_create("sandbox", 0)  # no MFD_CLOEXEC: bwrap reads it after exec
+        self._stack.callback(os.close, fd)
+        os.write(fd, content.encode())
+        os.lseek(fd, 0, os.SEEK_SET)
+        if pass_to_bwrap:
+            self.passed.append(fd)
+        return fd
+
+    def read(self, fd: int) -> str:
+        return os.pread(fd, 1 << 16, 0).decode(errors="replace")
+
+
+def _usr_neighbours() -> list[str]:
+    """/bin, /lib, /lib64 …: symlinks into /usr on merged-/usr systems (recreated), directories elsewhere."""
+    args = []
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    return args
+
+
+def _collect(proc: subprocess.Popen, limits: Limits, cgroup: RunCgroup | None, *, started: float) -> _Outcome:
+    """Read stdout and stderr until both close, the wall clock runs out, or one passes the byte cap."""
+    deadline = started + limits.wall_s
+    buffers = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    timed_out = flooded = False
+    with selectors.DefaultSelector() as selector:
+        for stream in buffers:
+            os.set_blocking(stream.fileno(), False)
+            selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map() and not flooded:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in selector.select(remaining):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                buffers[key.fileobj] += chunk
+                flooded = flooded or len(buffers[key.fileobj]) > limits.output_bytes
+    if not (timed_out or flooded):
+        try:  # the program may have closed its output and kept running
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    if timed_out or flooded:
+        _kill(proc, cgroup)
+    proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    return _Outcome(
+        exit_code=proc.returncode,
+        stdout=bytes(buffers[proc.stdout]),
+        stderr=bytes(buffers[proc.stderr]),
+        timed_out=timed_out,
+        flooded=flooded,
+    )
+
+
+def _kill(proc: subprocess.Popen, cgroup: RunCgroup | None) -> None:
+    # Killing bwrap's group kills bwrap; --die-with-parent then takes its pid 1 and with it the whole pid
+    # namespace. The cgroup sweep covers the moment before bwrap has set that up.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if cgroup is not None:
+        cgroup.kill_all()
+
+
+def _result(outcome: _Outcome, limits: Limits, *, program_ran: bool, duration_s: float) -> RunResult:
+    stdout, stdout_cut = _decode(outcome.stdout, limits.output_bytes)
+    stderr, stderr_cut = _decode(outcome.stderr, limits.output_bytes)
+    exit_code = outcome.exit_code
+
+    def result(status: Status, note: str = "") -> RunResult:
+        killed_by_us = status in (Status.TIMEOUT, Status.OUTPUT_LIMIT) and (exit_code or 0) < 0
+        code = None if killed_by_us else exit_code
+        return RunResult(status, code, stdout, stderr + note, round(duration_s, 4))
+
+    if outcome.flooded or stdout_cut or stderr_cut:
+        return result(Status.OUTPUT_LIMIT, f"\n[killed: output passed {limits.output_bytes} bytes]")
+    if outcome.timed_out:
+        return result(Status.TIMEOUT, f"\n[killed: wall time limit of {limits.wall_s} s]")
+    if not program_ran:
+        return RunResult(Status.SANDBOX_ERROR, None, stdout, stderr, round(duration_s, 4))
+    if exit_code == 0:
+        return result(Status.OK)
+    if exit_code == SIGXCPU_EXIT:
+        return result(Status.TIMEOUT, f"\n[killed: CPU time limit of {limits.cpu_s} s]")
+    if any(marker in stderr for marker in MEMORY_MARKERS):
+        return result(Status.MEMORY, f"\n[memory limit: {limits.memory_mb} MB of address space]")
+    return result(Status.FAILED)
+
+
+def _decode(data: bytes, cap: int) -> tuple[str, bool]:
+    if len(data) <= cap:
+        return data.decode(errors="replace"), False
+    return data[:cap].decode(errors="replace") + f"\n[output truncated at {cap} bytes]", True
