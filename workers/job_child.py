@@ -3,14 +3,16 @@
 import sys
 import traceback
 
+import workers.celery_app  # noqa: F401  (puts platform/ on sys.path and sets Django up first)
+
+# isort: split
+from django.conf import settings
+
 from anneal.datasets.ingest import read_rows
 from anneal.training.models import Job
 from anneal.training.services import HYPER_FIELDS
-from django.conf import settings
 from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.grpo import main as grpo_main
-
-import workers.celery_app  # noqa: F401  (sets sys.path and Django up)
 from sandboxes.client import SandboxClient
 from workers.job_runner import job_workdir
 from workers.sink import DjangoCheckpointStore, DjangoEventSink

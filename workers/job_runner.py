@@ -12,11 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-from anneal.training.models import Job, JobState
-from anneal.training.services import job_claim, job_finish
 from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
+
+from anneal.training.models import Job, JobState
+from anneal.training.services import job_claim, job_finish
 
 POLL_S = 1.0
 HEARTBEAT_S = 5.0

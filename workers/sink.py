@@ -5,10 +5,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from anneal.training.events import job_event_record
-from anneal.training.models import Checkpoint, Job
 from django.conf import settings
 from django.db import transaction
+
+from anneal.training.events import job_event_record
+from anneal.training.models import Checkpoint, Job
 
 
 class DjangoEventSink:

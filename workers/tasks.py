@@ -1,9 +1,9 @@
 """Celery tasks: each loads by id and calls one service or engine."""
 
-from anneal.datasets.services import dataset_upload_ingest
-from anneal.training.housekeeping import jobs_reap_stale
 from django.conf import settings
 
+from anneal.datasets.services import dataset_upload_ingest
+from anneal.training.housekeeping import jobs_reap_stale
 from sandboxes.service import run_many_dicts
 from workers.celery_app import app
 from workers.job_runner import job_run_supervised

@@ -154,13 +154,8 @@ def test_cancel_kills_the_process_group(stack, people, setup):
         lambda: owner.get(f"/jobs/{job_id}").json(), lambda j: j["step"] >= 1, timeout_s=300, what="a step"
     )
     assert people["teammate"].post(f"/jobs/{job_id}/cancel").status_code == 403
-    pid = int(
-        stack.manage(
-            "shell",
-            "-c",
-            f"from anneal.training.models import Job; print(Job.objects.get(pk={job_id}).child_pid)",
-        )
-    )
+    query = f"from anneal.training.models import Job; print(Job.objects.get(pk={job_id}).child_pid)"
+    pid = int(stack.manage("shell", "-c", query).splitlines()[-1])
     assert owner.post(f"/jobs/{job_id}/cancel").status_code == 200
     job = wait_for(
         lambda: owner.get(f"/jobs/{job_id}").json(),

@@ -6,8 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from anneal.env import env_bool, env_choice, env_int, env_str, env_url
 from django.core.exceptions import ImproperlyConfigured
+
+from anneal.env import env_bool, env_choice, env_int, env_str, env_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
