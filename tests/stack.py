@@ -60,6 +60,7 @@ class Stack:
             conn.execute(f'CREATE DATABASE "{self.db_name}"')
         redis.Redis.from_url(self.redis_url).flushdb()
         self.manage("migrate", "--noinput")
+        self.manage("collectstatic", "--noinput")
         celery = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--loglevel", "INFO"]
         self._spawn(
             "web",

@@ -4,6 +4,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import dj_database_url
+import plotly
 from django.core.exceptions import ImproperlyConfigured
 
 from anneal.env import env_bool, env_choice, env_int, env_list, env_path, env_str, env_url
@@ -45,6 +46,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Daphne serves no static files; WhiteNoise serves the collected ones (and the source folders in DEBUG).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -155,7 +158,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
-STATICFILES_DIRS = [FRONTEND_DIR / "static"]
+# Plotly's browser bundle ships inside the plotly package: served locally, no CDN (machines may be offline).
+STATICFILES_DIRS = [FRONTEND_DIR / "static", ("vendor/plotly", Path(plotly.__file__).parent / "package_data")]
+WHITENOISE_USE_FINDERS = DEBUG  # in development, serve straight from the source folders
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -7,7 +7,7 @@ from anneal.accounts.services import member_ensure
 from anneal.datasets.models import Dataset
 from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.training.models import Job, JobState
-from anneal.training.services import job_launch
+from anneal.training.services import job_finish, job_launch
 from anneal.verifiers.models import Verifier
 from anneal.verifiers.services import verifier_create
 from gpu_jobs.addition import addition_rows
@@ -52,14 +52,20 @@ class Command(BaseCommand):
         self.stdout.write(f"Login: {base_url}/login/  user {DEMO_USER}  password {DEMO_PASSWORD}")
         if no_job:
             return
-        job = Job.objects.filter(team=team, state__in=[JobState.QUEUED, JobState.RUNNING]).first()
-        if job is None:
-            job = job_launch(
-                team=team,
-                user=user,
-                name="demo: GRPO on two-digit addition",
-                dataset_version_id=version.id,
-                verifiers=verifier_versions,
-                params={"max_steps": steps},
+        # The embedded Redis keeps nothing across restarts: a job queued or running when the demo last
+        # stopped has lost its message and its worker, so it is closed with that reason before a new launch.
+        for stale in Job.objects.filter(
+            team=team, state__in=[JobState.QUEUED, JobState.RUNNING, JobState.CANCELLING]
+        ):
+            job_finish(
+                job_id=stale.id, state=JobState.FAILED, error="the demo was stopped while this job ran"
             )
+        job = job_launch(
+            team=team,
+            user=user,
+            name="demo: GRPO on two-digit addition",
+            dataset_version_id=version.id,
+            verifiers=verifier_versions,
+            params={"max_steps": steps},
+        )
         self.stdout.write(f"Watch the job live: {base_url}/jobs/{job.id}/")

@@ -1,0 +1,360 @@
+// The job page, live. It holds the last event seq it has applied and (re)connects to ws/jobs/<id>/?after=<seq>,
+// so a reconnect gets exactly what it missed: the server replays from the database, then streams. Events are
+// applied once each (dedup by seq). Reconnects back off 1 s, 2 s, 4 s … up to 15 s, and stop once the job is
+// finished and every event is in.
+(function () {
+  "use strict";
+
+  var data = JSON.parse(document.getElementById("job-data").textContent);
+  var TERMINAL = new Set(data.terminal_states);
+  var MAX_ROLLOUTS = 200;
+  var MAX_LOG = 300;
+  var BACKOFF_FIRST_MS = 1000;
+  var BACKOFF_MAX_MS = 15000;
+  // Close codes the server uses when retrying cannot help (see anneal.training.consumers).
+  var CLOSE_REASONS = { 4401: "signed out: reload the page to sign in", 4404: "this job is not visible to you" };
+
+  var $ = function (id) { return document.getElementById(id); };
+  var el = {
+    conn: $("conn"), connText: $("conn-text"), state: $("job-state"), progress: $("job-progress"),
+    progressText: $("progress-text"), error: $("job-error"), errorText: $("job-error-text"),
+    cancel: $("cancel-form"), retry: $("retry-form"), chart: $("reward-chart"), rollouts: $("rollouts"),
+    rolloutsEmpty: $("rollouts-empty"), rolloutCount: $("rollout-count"), metrics: $("metrics"),
+    checkpoints: $("checkpoints"), checkpointsEmpty: $("checkpoints-empty"), log: $("log"),
+  };
+
+  var job = { state: data.state, step: data.step, maxSteps: data.max_steps };
+  var lastSeq = 0;
+  var socket = null;
+  var delay = BACKOFF_FIRST_MS;
+  var caughtUp = false;
+  var stopped = false;
+  var rolloutTotal = 0;
+
+  // ---- connection -------------------------------------------------------------------------------------
+  function setConnection(kind, text) {
+    el.conn.className = "conn conn-" + kind;
+    el.connText.textContent = text || kind;
+  }
+
+  function connect() {
+    if (stopped) return;
+    var scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
+    var url = scheme + "//" + window.location.host + data.ws_path + "?after=" + lastSeq;
+    caughtUp = false;
+    socket = new WebSocket(url);
+    socket.onopen = function () { setConnection(lastSeq ? "reconnecting" : "connecting", "catching up"); };
+    socket.onmessage = function (message) {
+      var msg;
+      try { msg = JSON.parse(message.data); } catch (err) { return; }
+      if (msg.type === "event") applyEvent(msg.event);
+      else if (msg.type === "replayed") onReplayed();
+    };
+    socket.onclose = function (event) {
+      socket = null;
+      if (stopped) return;
+      if (CLOSE_REASONS[event.code]) {
+        stopped = true;
+        setConnection("denied", CLOSE_REASONS[event.code]);
+        return;
+      }
+      scheduleReconnect();
+    };
+  }
+
+  function scheduleReconnect() {
+    setConnection("reconnecting", "reconnecting in " + Math.round(delay / 1000) + " s");
+    window.setTimeout(connect, delay);
+    delay = Math.min(delay * 2, BACKOFF_MAX_MS);
+  }
+
+  function onReplayed() {
+    caughtUp = true;
+    delay = BACKOFF_FIRST_MS;
+    flush();
+    if (!maybeStop()) setConnection("live", "live");
+  }
+
+  // The terminal state event is a job's last: once it is in and the replay is done, nothing more will come.
+  function maybeStop() {
+    if (!caughtUp || !TERMINAL.has(job.state)) return false;
+    stopped = true;
+    setConnection("finished", "finished · all events received");
+    if (socket) socket.close(1000);
+    return true;
+  }
+
+  // ---- events -----------------------------------------------------------------------------------------
+  function applyEvent(event) {
+    if (event.seq <= lastSeq) return;
+    lastSeq = event.seq;
+    var p = event.payload || {};
+    if (event.kind === "metric") onMetric(p);
+    else if (event.kind === "rollout") onRollout(p);
+    else if (event.kind === "state") onState(p, event.seq);
+    else if (event.kind === "checkpoint") onCheckpoint(p);
+    else if (event.kind === "log") addLog(event.seq, p.message || "", "");
+    if (caughtUp) {
+      scheduleFlush();
+      maybeStop();
+    }
+  }
+
+  function onState(p, seq) {
+    job.state = p.state;
+    el.state.textContent = p.state;
+    el.state.className = "badge state-" + p.state;
+    var finished = TERMINAL.has(p.state);
+    if (el.cancel) el.cancel.hidden = finished;
+    if (el.retry) el.retry.hidden = !finished;
+    if (p.state === "failed") {
+      el.error.hidden = false;
+      if (p.error) el.errorText.textContent = p.error;
+    }
+    addLog(seq, "state → " + p.state + (p.error ? ": " + p.error.split("\n")[0] : ""), "log-state");
+    renderProgress();
+  }
+
+  function onCheckpoint(p) {
+    if (el.checkpoints.querySelector('li[data-step="' + p.step + '"]')) return;
+    var li = document.createElement("li");
+    li.dataset.step = p.step;
+    li.append("step " + p.step + " ");
+    var code = document.createElement("code");
+    code.className = "small";
+    code.textContent = p.location || "";
+    li.append(code);
+    el.checkpoints.prepend(li);
+    el.checkpointsEmpty.hidden = true;
+  }
+
+  function addLog(seq, text, cls) {
+    var li = document.createElement("li");
+    var s = document.createElement("span");
+    s.className = "log-seq";
+    s.textContent = "#" + seq;
+    var t = document.createElement("span");
+    if (cls) t.className = cls;
+    t.textContent = text;
+    li.append(s, t);
+    el.log.prepend(li);
+    while (el.log.children.length > MAX_LOG) el.log.lastChild.remove();
+  }
+
+  // ---- progress and metrics ---------------------------------------------------------------------------
+  function renderProgress() {
+    var bar = el.progress.firstElementChild;
+    var fraction = job.maxSteps ? Math.min(1, job.step / job.maxSteps) : 0;
+    if (job.state === "succeeded") fraction = 1;
+    bar.style.width = (fraction * 100).toFixed(1) + "%";
+    bar.className = "progress-bar state-" + job.state;
+    el.progress.setAttribute("aria-valuenow", job.step);
+    el.progressText.textContent = "step " + job.step + " / " + job.maxSteps;
+  }
+
+  var latestMetrics = {};
+
+  function onMetric(p) {
+    if (typeof p.step === "number" && p.step > job.step) job.step = p.step;
+    Object.keys(p).forEach(function (key) { latestMetrics[key] = p[key]; });
+    addPoints(p);
+    metricsDirty = true;
+  }
+
+  function formatNumber(value) {
+    if (typeof value !== "number") return String(value);
+    if (Number.isInteger(value)) return String(value);
+    var abs = Math.abs(value);
+    return abs !== 0 && (abs < 1e-3 || abs >= 1e5) ? value.toExponential(2) : value.toFixed(4);
+  }
+
+  function renderMetrics() {
+    var keys = Object.keys(latestMetrics).sort(function (a, b) {
+      return (a === "step" ? -1 : 0) - (b === "step" ? -1 : 0) || a.localeCompare(b);
+    });
+    var fragment = document.createDocumentFragment();
+    keys.forEach(function (key) {
+      var dt = document.createElement("dt");
+      dt.textContent = key;
+      var dd = document.createElement("dd");
+      dd.textContent = formatNumber(latestMetrics[key]);
+      fragment.append(dt, dd);
+    });
+    el.metrics.replaceChildren(fragment);
+  }
+
+  // ---- chart ------------------------------------------------------------------------------------------
+  // One series per line: "reward" (the weighted total) and one per verifier. Points wait in `pending` until a
+  // flush draws them: extendTraces adds them to the lines drawn already; a new line needs a full react.
+  var series = [];          // [{key, name, x: [], y: []}] in trace order
+  var seriesByKey = {};
+  var pending = {};         // key -> {x: [], y: []}
+  var plotted = false;
+  var needsReact = false;
+  var metricsDirty = false;
+
+  function seriesFor(key) {
+    if (key === "reward") return "reward (total)";
+    // Verifier means arrive as "rewards/<name>/mean" (TRL's name) or "rewards/<name>"; skip their std.
+    var match = /^rewards\/(.+?)(\/mean)?$/.exec(key);
+    if (!match || /\/std$/.test(key)) return null;
+    return match[1];
+  }
+
+  function addPoints(p) {
+    if (typeof p.step !== "number") return;
+    Object.keys(p).forEach(function (key) {
+      var name = seriesFor(key);
+      if (name === null || typeof p[key] !== "number") return;
+      if (!seriesByKey[key]) {
+        seriesByKey[key] = { key: key, name: name, x: [], y: [] };
+        series.push(seriesByKey[key]);
+        needsReact = true;
+      }
+      seriesByKey[key].x.push(p.step);
+      seriesByKey[key].y.push(p[key]);
+      (pending[key] = pending[key] || { x: [], y: [] }).x.push(p.step);
+      pending[key].y.push(p[key]);
+    });
+  }
+
+  var layout = {
+    margin: { l: 48, r: 16, t: 8, b: 40 },
+    xaxis: { title: { text: "step" }, zeroline: false, gridcolor: "#eef0f3" },
+    yaxis: { title: { text: "reward" }, zeroline: false, gridcolor: "#eef0f3" },
+    legend: { orientation: "h", y: -0.22 },
+    hovermode: "x unified",
+    paper_bgcolor: "rgba(0,0,0,0)",
+    plot_bgcolor: "rgba(0,0,0,0)",
+    font: { family: "system-ui, sans-serif", size: 12, color: "#1b2230" },
+  };
+  var config = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+
+  function drawChart() {
+    if (!series.length) return;
+    if (!window.Plotly) {
+      el.chart.querySelector(".chart-empty").textContent = "The chart library did not load (static file vendor/plotly/plotly.min.js).";
+      return;
+    }
+    if (!plotted || needsReact) {
+      var traces = series.map(function (s) {
+        return {
+          x: s.x.slice(), y: s.y.slice(), name: s.name, type: "scatter", mode: "lines+markers",
+          line: { width: s.key === "reward" ? 3 : 1.6 }, marker: { size: s.key === "reward" ? 5 : 3 },
+        };
+      });
+      var empty = el.chart.querySelector(".chart-empty");
+      if (empty) empty.remove();
+      Plotly.react(el.chart, traces, layout, config);
+      plotted = true;
+      needsReact = false;
+    } else {
+      var indices = [], xs = [], ys = [];
+      series.forEach(function (s, index) {
+        var points = pending[s.key];
+        if (!points || !points.x.length) return;
+        indices.push(index);
+        xs.push(points.x);
+        ys.push(points.y);
+      });
+      if (indices.length) Plotly.extendTraces(el.chart, { x: xs, y: ys }, indices);
+    }
+    pending = {};
+  }
+
+  // ---- rollouts ---------------------------------------------------------------------------------------
+  var pendingRollouts = [];
+  var drewRollouts = false;
+
+  function onRollout(p) {
+    rolloutTotal += 1;
+    pendingRollouts.push(p);
+    // Only the newest are shown: during a long replay, older ones are dropped before they reach the page.
+    if (pendingRollouts.length > MAX_ROLLOUTS) pendingRollouts.shift();
+  }
+
+  function rewardClass(reward) {
+    if (typeof reward !== "number") return "reward";
+    return "reward " + (reward >= 0.999 ? "reward-high" : reward > 0 ? "reward-mid" : "reward-low");
+  }
+
+  function block(label, text) {
+    var wrap = document.createElement("div");
+    var head = document.createElement("div");
+    head.className = "io-label";
+    head.textContent = label;
+    var pre = document.createElement("pre");
+    pre.textContent = text == null ? "" : String(text);
+    wrap.append(head, pre);
+    return wrap;
+  }
+
+  function rolloutItem(p, fresh) {
+    var li = document.createElement("li");
+    li.className = "rollout" + (fresh ? " rollout-new" : "");
+    var head = document.createElement("div");
+    head.className = "rollout-head";
+    var step = document.createElement("span");
+    step.className = "rollout-step";
+    step.textContent = "step " + p.step;
+    var reward = document.createElement("span");
+    reward.className = rewardClass(p.reward);
+    reward.textContent = typeof p.reward === "number" ? p.reward.toFixed(2) : "–";
+    reward.title = "reward";
+    var parts = document.createElement("span");
+    parts.className = "parts";
+    parts.textContent = Object.keys(p.parts || {}).map(function (name) {
+      return name + " " + formatNumber(p.parts[name]);
+    }).join(" · ");
+    head.append(step, reward, parts);
+    var io = document.createElement("div");
+    io.className = "rollout-io";
+    io.append(block("Prompt", p.prompt), block("Completion", p.completion));
+    li.append(head, io);
+    var why = [p.reason, p.reference ? "reference: " + p.reference : ""].filter(Boolean).join(" · ");
+    if (why) {
+      var reason = document.createElement("p");
+      reason.className = "rollout-reason";
+      reason.textContent = why;
+      li.append(reason);
+    }
+    return li;
+  }
+
+  function drawRollouts() {
+    if (!pendingRollouts.length) return;
+    // Highlight arrivals after the first drawing only: a replayed history is not news.
+    var fresh = drewRollouts;
+    var fragment = document.createDocumentFragment();
+    for (var i = pendingRollouts.length - 1; i >= 0; i--) fragment.append(rolloutItem(pendingRollouts[i], fresh));
+    el.rollouts.prepend(fragment);
+    while (el.rollouts.children.length > MAX_ROLLOUTS) el.rollouts.lastChild.remove();
+    pendingRollouts = [];
+    drewRollouts = true;
+    el.rolloutsEmpty.hidden = true;
+    el.rolloutCount.textContent = "newest first · " + rolloutTotal + " in all" +
+      (rolloutTotal > MAX_ROLLOUTS ? ", latest " + MAX_ROLLOUTS + " shown" : "");
+  }
+
+  // ---- drawing ----------------------------------------------------------------------------------------
+  // Live events are drawn at most once per animation frame; a replay is drawn once, when it ends.
+  var flushScheduled = false;
+
+  function scheduleFlush() {
+    if (flushScheduled) return;
+    flushScheduled = true;
+    window.requestAnimationFrame(flush);
+  }
+
+  function flush() {
+    flushScheduled = false;
+    renderProgress();
+    if (metricsDirty) { renderMetrics(); metricsDirty = false; }
+    drawChart();
+    drawRollouts();
+  }
+
+  renderProgress();
+  setConnection("connecting", "connecting");
+  connect();
+})();

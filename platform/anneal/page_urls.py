@@ -1,0 +1,31 @@
+"""The browser pages. Every page but login needs a signed-in user; names are not namespaced (``home``,
+``job-detail``), while the REST API's live under ``api:``."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from anneal.accounts import views as accounts
+from anneal.datasets import views as datasets
+from anneal.training import views as training
+from anneal.verifiers import views as verifiers
+
+urlpatterns = [
+    path("", accounts.home, name="home"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("team/", accounts.team_switch, name="team-switch"),
+    path("tokens/", accounts.token_list, name="token-list"),
+    path("tokens/<int:pk>/revoke/", accounts.token_revoke, name="token-revoke"),
+    path("datasets/", datasets.dataset_list, name="dataset-list"),
+    path("datasets/upload/", datasets.dataset_upload, name="dataset-upload"),
+    path("datasets/<int:pk>/", datasets.dataset_detail, name="dataset-detail"),
+    path("datasets/uploads/<int:pk>/", datasets.upload_detail, name="upload-detail"),
+    path("verifiers/", verifiers.verifier_list, name="verifier-list"),
+    path("verifiers/new/", verifiers.verifier_new, name="verifier-new"),
+    path("verifiers/<int:pk>/", verifiers.verifier_detail, name="verifier-detail"),
+    path("jobs/", training.job_list, name="job-list"),
+    path("jobs/new/", training.job_new, name="job-new"),
+    path("jobs/<int:pk>/", training.job_detail, name="job-detail"),
+    path("jobs/<int:pk>/cancel/", training.job_cancel_view, name="job-cancel"),
+    path("jobs/<int:pk>/retry/", training.job_retry_view, name="job-retry"),
+]

@@ -1,0 +1,109 @@
+"""Pages: jobs, the launch form, and the job page that follows a run live over a websocket."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from anneal.accounts.scope import page_team
+from anneal.accounts.selectors import can_write
+from anneal.errors import InputError
+from anneal.pages import check_write, form_show_errors, get_visible_or_404, writable_team
+from anneal.training.forms import LaunchForm
+from anneal.training.models import TERMINAL_STATES, Job, JobState
+from anneal.training.services import job_cancel, job_launch, job_retry
+
+STATE_FILTERS = [state.value for state in JobState]
+
+
+@require_GET
+@login_required
+def job_list(request):
+    team = page_team(request)
+    jobs = Job.objects.filter(team=team) if team else Job.objects.none()
+    state = request.GET.get("state", "")
+    if state in STATE_FILTERS:
+        jobs = jobs.filter(state=state)
+    context = {
+        "section": "jobs",
+        "jobs": jobs.select_related("dataset_version__dataset", "created_by")[:200],
+        "state": state,
+        "states": STATE_FILTERS,
+        "can_write": team is not None and can_write(request.user, team),
+    }
+    return render(request, "training/job_list.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def job_new(request):
+    team = writable_team(request)
+    if request.method == "POST":
+        form = LaunchForm(request.POST, team=team)
+        if form.is_valid():
+            try:
+                job = job_launch(team=team, user=request.user, **form.launch_arguments())
+            except InputError as exc:
+                form_show_errors(form, exc, fields=form.service_fields())
+            else:
+                return redirect("job-detail", pk=job.pk)
+    else:
+        form = LaunchForm(team=team, initial={"dataset_version": request.GET.get("dataset_version")})
+    return render(request, "training/job_new.html", {"section": "jobs", "form": form, "team": team})
+
+
+@require_GET
+@login_required
+def job_detail(request, pk: int):
+    job = get_visible_or_404(
+        request, Job.objects.select_related("dataset_version__dataset", "created_by", "retry_of"), pk
+    )
+    verifiers = list(job.job_verifiers.select_related("verifier_version__verifier").order_by("name"))
+    # What job.js needs to start: it then replays every event from the database over the websocket.
+    page_data = {
+        "id": job.pk,
+        "state": job.state,
+        "step": job.step,
+        "max_steps": job.max_steps,
+        "error": job.error,
+        "ws_path": f"/ws/jobs/{job.pk}/",
+        "terminal_states": sorted(TERMINAL_STATES),
+        "verifiers": [jv.name for jv in verifiers],
+    }
+    context = {
+        "section": "jobs",
+        "job": job,
+        "verifiers": verifiers,
+        "checkpoints": job.checkpoints.order_by("-step"),
+        "can_write": can_write(request.user, job.team),
+        "page_data": page_data,
+        "settings": sorted((k, v) for k, v in job.spec.items() if k not in ("verifiers", "dataset_version")),
+    }
+    return render(request, "training/job_detail.html", context)
+
+
+@require_POST
+@login_required
+def job_cancel_view(request, pk: int):
+    job = get_visible_or_404(request, Job.objects.all(), pk)
+    check_write(request, job.team)
+    if job.is_finished:
+        messages.info(request, f"Job #{job.pk} had already finished ({job.state}).")
+    else:
+        job = job_cancel(job=job, user=request.user)
+        messages.success(request, f"Job #{job.pk} is {job.state}.")
+    return redirect("job-detail", pk=job.pk)
+
+
+@require_POST
+@login_required
+def job_retry_view(request, pk: int):
+    job = get_visible_or_404(request, Job.objects.all(), pk)
+    check_write(request, job.team)
+    try:
+        new = job_retry(job=job, user=request.user)
+    except InputError as exc:
+        messages.error(request, str(exc))
+        return redirect("job-detail", pk=job.pk)
+    messages.success(request, f"Job #{new.pk} runs job #{job.pk}'s spec again.")
+    return redirect("job-detail", pk=new.pk)

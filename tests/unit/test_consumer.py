@@ -1,0 +1,176 @@
+"""The job's websocket on the real ASGI application (session auth, origin check, router) and the Redis channel
+layer: replay from the database, then live events, each exactly once and in order."""
+
+import uuid
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import User
+from django.test import Client
+
+from anneal.accounts.models import Organisation
+from anneal.accounts.services import team_create
+from anneal.datasets.services import dataset_version_create_from_rows
+from anneal.training.consumers import PAGE_SIZE
+from anneal.training.events import job_events_record, job_group
+from anneal.training.models import Job, JobEvent
+from anneal.training.services import job_launch
+from anneal.verifiers.services import verifier_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ORIGIN = (b"origin", b"http://127.0.0.1:8000")
+TIMEOUT = 5
+
+
+@pytest.fixture(autouse=True)
+def private_channel_layer(settings, tmp_path):
+    # Each test gets its own key prefix: group names ("job-1") repeat across test databases and runs.
+    layers = {**settings.CHANNEL_LAYERS}
+    layers["default"] = {**layers["default"], "CONFIG": {**layers["default"]["CONFIG"]}}
+    layers["default"]["CONFIG"]["prefix"] = f"test-{uuid.uuid4().hex[:8]}"
+    settings.CHANNEL_LAYERS = layers
+    settings.DATASET_DIR = tmp_path
+
+
+@pytest.fixture
+def world():
+    org = Organisation.objects.create(name="Acme")
+    owner = User.objects.create_user("owner")
+    outsider = User.objects.create_user("outsider")
+    core = team_create(organisation=org, name="Core", owner=owner)
+    team_create(organisation=org, name="Rivals", owner=outsider)
+    rows = [{"prompt": f"{n}+1=", "answer": str(n + 1)} for n in range(8)]
+    version = dataset_version_create_from_rows(team=core, user=owner, name="sums", rows=rows)
+    verifier = verifier_create(team=core, user=owner, name="exact", spec={"type": "exact_match"})
+    job = job_launch(
+        team=core,
+        user=owner,
+        name="live",
+        dataset_version_id=version.id,
+        verifiers=[{"verifier_version": verifier.latest_version.id, "weight": 1.0}],
+    )
+    return {"owner": owner, "outsider": outsider, "job": job}
+
+
+def session_cookie(user: User | None) -> list[tuple[bytes, bytes]]:
+    if user is None:
+        return []
+    client = Client()
+    client.force_login(user)
+    return [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+
+
+def communicator(job: Job, user: User | None, *, after: int = 0) -> WebsocketCommunicator:
+    from anneal.asgi import application
+
+    headers = [ORIGIN, *session_cookie(user)]
+    return WebsocketCommunicator(application, f"/ws/jobs/{job.pk}/?after={after}", headers=headers)
+
+
+def metrics(job: Job, count: int) -> None:
+    job_events_record(job_id=job.pk, events=[("metric", {"step": i, "reward": i / 10}) for i in range(count)])
+
+
+async def receive_events(ws: WebsocketCommunicator, count: int) -> list[int]:
+    seqs = []
+    for _ in range(count):
+        message = await ws.receive_json_from(timeout=TIMEOUT)
+        assert message["type"] == "event", message
+        seqs.append(message["event"]["seq"])
+    return seqs
+
+
+def test_replays_after_n_then_streams_a_live_event_once(world):
+    job = world["job"]  # seq 1 is the "queued" state event
+    metrics(job, 5)  # seqs 2..6
+    ws = communicator(job, world["owner"], after=3)
+
+    async def scenario():
+        connected, _ = await ws.connect(timeout=TIMEOUT)
+        assert connected
+        assert await receive_events(ws, 3) == [4, 5, 6]
+        assert await ws.receive_json_from(timeout=TIMEOUT) == {"type": "replayed", "last_seq": 6}
+        await sync_to_async(job_events_record)(job_id=job.pk, events=[("log", {"message": "hello"})])
+        live = await ws.receive_json_from(timeout=TIMEOUT)
+        assert live["type"] == "event" and live["event"]["seq"] == 7
+        assert live["event"]["kind"] == "log" and live["event"]["payload"] == {"message": "hello"}
+        assert await ws.receive_nothing(timeout=0.3)
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_a_duplicate_is_dropped_and_a_gap_is_filled_from_the_database(world):
+    job = world["job"]
+    ws = communicator(job, world["owner"])
+
+    async def scenario():
+        assert (await ws.connect(timeout=TIMEOUT))[0]
+        assert await receive_events(ws, 1) == [1]
+        assert (await ws.receive_json_from(timeout=TIMEOUT))["type"] == "replayed"
+        layer = get_channel_layer()
+        first = await sync_to_async(lambda: JobEvent.objects.get(job=job, seq=1).as_message())()
+        await layer.group_send(job_group(job.pk), {"type": "job.event", "event": first})  # redelivered
+        # Two events stored whose broadcasts were lost; then only the later one arrives live.
+        stored = await sync_to_async(_store_without_broadcast)(job, 2)
+        await layer.group_send(job_group(job.pk), {"type": "job.event", "event": stored[-1]})
+        assert await receive_events(ws, 2) == [2, 3]
+        assert await ws.receive_nothing(timeout=0.3)
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_replay_pages_through_long_histories_in_order(world):
+    job = world["job"]
+    total = PAGE_SIZE * 2 + 7
+    # No one listens yet, so these skip publishing: a thousand group sends would only cost time.
+    _store_without_broadcast(job, total - 1)
+    ws = communicator(job, world["owner"])
+
+    async def scenario():
+        assert (await ws.connect(timeout=TIMEOUT))[0]
+        assert await receive_events(ws, total) == list(range(1, total + 1))
+        assert await ws.receive_json_from(timeout=TIMEOUT) == {"type": "replayed", "last_seq": total}
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
+@pytest.mark.parametrize(("who", "code"), [("outsider", 4404), (None, 4401)])
+def test_outsider_and_anonymous_are_closed_with_a_code(world, who, code):
+    job = world["job"]
+    ws = communicator(job, world[who] if who else None)
+
+    async def scenario():
+        await ws.connect(timeout=TIMEOUT)
+        assert await ws.receive_output(timeout=TIMEOUT) == {"type": "websocket.close", "code": code}
+
+    async_to_sync(scenario)()
+
+
+def test_a_job_that_does_not_exist_is_closed_like_another_teams(world):
+    job = Job(pk=world["job"].pk + 1000)
+    ws = communicator(job, world["owner"])
+
+    async def scenario():
+        await ws.connect(timeout=TIMEOUT)
+        assert await ws.receive_output(timeout=TIMEOUT) == {"type": "websocket.close", "code": 4404}
+
+    async_to_sync(scenario)()
+
+
+def _store_without_broadcast(job: Job, count: int) -> list[dict]:
+    """Append events the way the writer does but without publishing them: a lost broadcast."""
+    from django.db.models import F
+
+    Job.objects.filter(pk=job.pk).update(last_seq=F("last_seq") + count)
+    last = Job.objects.values_list("last_seq", flat=True).get(pk=job.pk)
+    events = [
+        JobEvent(job=job, seq=last - count + 1 + i, kind="log", payload={"message": f"lost {i}"})
+        for i in range(count)
+    ]
+    return [event.as_message() for event in JobEvent.objects.bulk_create(events)]
