@@ -1,0 +1,61 @@
+# Anneal's entry points. `make demo` and `make test` do all their own set-up on a fresh Debian machine (as root).
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+PYTHON ?= python3.11
+export PYTHON  # scripts/setup-system.sh checks that this one can make a venv
+VENV := .venv
+# Touched after a successful install: the venv is rebuilt only when pyproject.toml is newer than this.
+STAMP := $(VENV)/.installed
+
+.PHONY: venv system system-test demo run test test-services lint gpu-resolve clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: Anneal needs Python 3.11 (PYTHON=... to choose one)"; exit 1; }
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $@
+
+# Debian packages the platform runs with (bubblewrap); installs only what is missing.
+system:
+	@scripts/setup-system.sh runtime
+
+# Embedded everything (SQLite, Redis child, bubblewrap); seeds a demo job and prints where to watch it.
+demo: system venv
+	$(VENV)/bin/python scripts/demo.py
+
+# The same processes without the demo data.
+run: system venv
+	$(VENV)/bin/python scripts/demo.py --no-seed
+
+# What the tests use on top: chromium for the browser tests, docker-compose to validate the compose file.
+system-test:
+	@scripts/setup-system.sh test
+
+# PostgreSQL and Redis on 127.0.0.1: those running, or installed and started from Debian's packages.
+test-services:
+	@scripts/test-services.sh
+
+# The whole suite against PostgreSQL and Redis on 127.0.0.1. Extra pytest options: make test PYTEST_ARGS='-k foo'
+test: system-test test-services venv
+	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# Checks that the GPU host's set (vLLM) resolves, without installing it: pip downloads every wheel to read
+# its metadata (about 2 GB, ~30 s here). The resolution is written to var/gpu-resolve.json.
+gpu-resolve: venv
+	@mkdir -p var
+	@start=$$(date +%s); \
+	$(VENV)/bin/pip install --dry-run --ignore-installed --quiet --report var/gpu-resolve.json \
+	  -r requirements/gpu.txt 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }; \
+	echo "requirements/gpu.txt resolves ($$(( $$(date +%s) - start )) s); the full set is in var/gpu-resolve.json"
+
+# Build output and caches; var/ (database, models, checkpoints) only with `make clean ALL=1`.
+clean:
+	rm -rf .pytest_cache .ruff_cache *.egg-info build dist
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+	$(if $(ALL),rm -rf var $(VENV))

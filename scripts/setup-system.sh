@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Anneal needs that are missing, and nothing else; quiet when all are present.
+# Usage: scripts/setup-system.sh [runtime|test]   (runtime: what `make demo` needs; test: that plus the tools
+# `make test` uses). Needs root only when something is missing. Safe to run any number of times.
+set -euo pipefail
+
+# What the platform itself runs with.
+#   bubblewrap       the local sandbox backend (bwrap) that runs verifier programs
+#   ca-certificates  pip's TLS to PyPI on a slim Debian
+RUNTIME_PACKAGES=(bubblewrap ca-certificates)
+
+# What the test suite uses on top. PostgreSQL and Redis are left to scripts/test-services.sh, which
+# installs them only when nothing answers on their ports.
+#   chromium, chromium-driver  the browser the e2e tests drive through Playwright (never `playwright install`)
+#   docker-compose             Debian's 1.29.2: `docker-compose config` validates docker-compose.yml, no engine needed
+TEST_PACKAGES=(chromium chromium-driver docker-compose)
+
+profile=${1:-runtime}
+case "$profile" in
+  runtime) wanted=("${RUNTIME_PACKAGES[@]}") ;;
+  test) wanted=("${RUNTIME_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: $0 [runtime|test]" >&2; exit 2 ;;
+esac
+
+# `python3.11 -m venv` needs ensurepip, which Debian ships apart from the interpreter.
+python=${PYTHON:-python3.11}
+if ! command -v "$python" >/dev/null; then
+  wanted+=(python3.11 python3.11-venv)
+elif ! "$python" -c 'import ensurepip' 2>/dev/null; then
+  wanted+=(python3.11-venv)
+fi
+
+missing=()
+for package in "${wanted[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$package")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null; then
+  echo "Anneal needs these Debian packages (or your system's equivalents): ${missing[*]}" >&2
+  exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "Missing Debian packages: ${missing[*]}" >&2
+  echo "Install them as root: apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  exit 1
+fi
+echo "Installing Debian packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
