@@ -1,0 +1,79 @@
+"""A real browser (Debian's chromium through Playwright) signs in and watches a running job's page update
+over the websocket: the progress, the reward chart and the rollout list, then the final state."""
+
+import json
+import shutil
+import time
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = [
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(10, 18) for b in range(20, 24)]
+
+
+@pytest.fixture()
+def launched_job(stack):
+    api = stack.client(stack.member("watcher", team="Observers"))
+    body = "".join(json.dumps(r) + "\n" for r in ROWS).encode()
+    upload = api.post("/datasets/uploads", data={"name": "sums"}, files={"file": ("sums.jsonl", body)}).json()
+    for _ in range(120):
+        upload = api.get(f"/datasets/uploads/{upload['id']}").json()
+        if upload["state"] not in ("pending", "processing"):
+            break
+        time.sleep(0.5)
+    assert upload["state"] == "ready", upload
+    verifier = api.post("/verifiers", json={"name": "exact", "spec": {"type": "exact_match"}}).json()
+    job = api.post(
+        "/jobs",
+        json={
+            "name": "watched",
+            "dataset_version": upload["dataset_version"],
+            "verifiers": [{"verifier_version": verifier["versions"][0]["id"], "weight": 1.0}],
+            "params": {
+                "max_steps": 25,
+                "num_generations": 4,
+                "prompts_per_step": 4,
+                "max_completion_length": 4,
+            },
+        },
+    ).json()
+    return job
+
+
+def test_job_page_receives_live_updates(stack, launched_job):
+    from playwright.sync_api import expect, sync_playwright
+
+    frames: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(headless=True, executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page()
+        page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(str(payload))))
+        page.goto(f"{stack.base_url}/login/")
+        page.fill("input[name=username]", "watcher")
+        page.fill("input[name=password]", "watcherwatcher")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{stack.base_url}/")
+
+        page.goto(f"{stack.base_url}/jobs/{launched_job['id']}/")
+        expect(page.locator("#conn-text")).to_have_text("live", timeout=30_000)
+        expect(page.locator("#rollouts li").first).to_be_visible(timeout=180_000)
+        expect(page.locator("#reward-chart .main-svg").first).to_be_attached(timeout=30_000)
+        expect(page.locator("#job-state")).to_have_text("succeeded", timeout=180_000)
+        expect(page.locator("#progress-text")).to_have_text("step 25 / 25")
+        page.screenshot(path=str(stack.workdir / "job-page.png"), full_page=True)
+        browser.close()
+
+    events = [json.loads(f) for f in frames if f.startswith("{")]
+    live = [e["event"] for e in events if e.get("type") == "event"]
+    seqs = [e["seq"] for e in live]
+    assert seqs == sorted(set(seqs)), "the page received an event twice or out of order"
+    assert {"metric", "rollout", "state"} <= {e["kind"] for e in live}
