@@ -1,0 +1,113 @@
+"""Two-digit addition: the task the tiny model is warmed up on, the demo dataset and the tests' workload.
+
+Rows look like ``{"prompt": "12+45=", "answer": "57", "tests": ["assert result == 57"]}`` so that both
+verifier types (``exact_match`` on ``answer``, ``python_tests`` on ``tests``) can score them.
+
+The 10,000 sums ``a+b`` with ``0 <= a, b <= 99`` are split once, by a fixed seed, into 9,000 "train" sums
+(warm-up and RL prompts) and 1,000 "test" sums that the model never sees before evaluation, so
+``greedy_accuracy`` on test rows measures generalisation rather than recall.
+
+Building rows is pure Python; only ``greedy_completions``/``greedy_accuracy`` import torch, lazily, so the
+web side can build a demo dataset without loading it.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+SPLITS = ("train", "test")
+_TEST_SIZE = 1000
+# Changing this seed changes which sums are held out, which silently invalidates every accuracy figure
+# measured so far: bump the tiny model's name (tiny_model.TINY_MODEL_NAME) along with it.
+_SPLIT_SEED = 20240601
+
+
+@cache
+def _split_pairs() -> dict[str, tuple[tuple[int, int], ...]]:
+    pairs = [(a, b) for a in range(100) for b in range(100)]
+    random.Random(_SPLIT_SEED).shuffle(pairs)
+    return {"test": tuple(sorted(pairs[:_TEST_SIZE])), "train": tuple(sorted(pairs[_TEST_SIZE:]))}
+
+
+def addition_row(*, a: int, b: int) -> dict:
+    """The dataset row for ``a+b``."""
+    total = a + b
+    return {"prompt": f"{a}+{b}=", "answer": str(total), "tests": [f"assert result == {total}"]}
+
+
+def addition_rows(*, n: int, seed: int, split: str = "train") -> list[dict]:
+    """``n`` distinct sums drawn (seeded, reproducibly) from one split.
+
+    Preconditions: ``split`` is "train" (9,000 sums) or "test" (1,000 sums) and ``1 <= n <= `` that size;
+    otherwise ValueError.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split: must be one of {', '.join(SPLITS)}, got {split!r}")
+    pool = _split_pairs()[split]
+    if not 1 <= n <= len(pool):
+        raise ValueError(f"n: must be between 1 and {len(pool)} for the {split} split, got {n}")
+    return [addition_row(a=a, b=b) for a, b in random.Random(seed).sample(pool, n)]
+
+
+def greedy_completions(
+    *, model: Any, tokenizer: Any, prompts: list[str], max_new_tokens: int = 8, batch_size: int = 256
+) -> list[str]:
+    """Greedy (deterministic) completions of plain-text ``prompts``, special tokens dropped, not stripped.
+
+    Preconditions: ``model`` is a transformers causal LM and ``tokenizer`` its tokenizer with a pad token.
+    The model is left in eval mode; the tokenizer's padding side is restored afterwards.
+    """
+    import torch
+
+    model.eval()
+    saved_side = tokenizer.padding_side
+    # Decoder-only generation continues from the last position, so the padding has to be on the left.
+    tokenizer.padding_side = "left"
+    completions: list[str] = []
+    try:
+        for start in range(0, len(prompts), batch_size):
+            encoded = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True)
+            encoded = {key: value.to(model.device) for key, value in encoded.items()}
+            with torch.no_grad():
+                output = model.generate(
+                    **encoded,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                )
+            new_tokens = output[:, encoded["input_ids"].shape[1] :]
+            completions.extend(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
+    finally:
+        tokenizer.padding_side = saved_side
+    return completions
+
+
+def greedy_accuracy(
+    model_dir: Path | str, rows: list[dict], *, max_new_tokens: int = 8, batch_size: int = 256
+) -> float:
+    """Fraction of ``rows`` whose greedy completion, stripped, equals the row's ``answer`` exactly.
+
+    Preconditions: ``model_dir`` holds a model and tokenizer that ``from_pretrained`` loads; ``rows`` is
+    non-empty and every row has string "prompt" and "answer" values.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not rows:
+        raise ValueError("rows: must not be empty")
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    completions = greedy_completions(
+        model=model,
+        tokenizer=tokenizer,
+        prompts=[row["prompt"] for row in rows],
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+    )
+    correct = sum(
+        completion.strip() == row["answer"] for completion, row in zip(completions, rows, strict=True)
+    )
+    return correct / len(rows)
