@@ -73,7 +73,7 @@ def test_job_page_receives_live_updates(stack, launched_job):
         browser.close()
 
     events = [json.loads(f) for f in frames if f.startswith("{")]
-    live = [e["event"] for e in events if e.get("type") == "event"]
+    live = [event for frame in events if frame.get("type") == "events" for event in frame["events"]]
     seqs = [e["seq"] for e in live]
     assert seqs == sorted(set(seqs)), "the page received an event twice or out of order"
     assert {"metric", "rollout", "state"} <= {e["kind"] for e in live}

@@ -13,7 +13,7 @@ from django.test import Client
 from anneal.accounts.models import Organisation
 from anneal.accounts.services import team_create
 from anneal.datasets.services import dataset_version_create_from_rows
-from anneal.training.consumers import PAGE_SIZE
+from anneal.training.consumers import LIVE_ROLLOUT_BURST, PAGE_SIZE, REPLAY_ROLLOUTS
 from anneal.training.events import job_events_record, job_group
 from anneal.training.models import Job, JobEvent
 from anneal.training.services import job_launch
@@ -75,12 +75,25 @@ def metrics(job: Job, count: int) -> None:
 
 
 async def receive_events(ws: WebsocketCommunicator, count: int) -> list[int]:
-    seqs = []
-    for _ in range(count):
+    """Read frames until ``count`` seqs are covered; return the seqs of the events sent (not sampled out)."""
+    seqs, covered = [], 0
+    while covered < count:
         message = await ws.receive_json_from(timeout=TIMEOUT)
-        assert message["type"] == "event", message
-        seqs.append(message["event"]["seq"])
+        assert message["type"] == "events", message
+        seqs.extend(event["seq"] for event in message["events"])
+        covered += len(message["events"]) + len(message["skipped"])
     return seqs
+
+
+async def receive_frames(ws: WebsocketCommunicator, count: int) -> tuple[list[dict], list[int]]:
+    """Read frames until ``count`` seqs are covered; return (events sent, seqs skipped)."""
+    events, skipped = [], []
+    while len(events) + len(skipped) < count:
+        message = await ws.receive_json_from(timeout=TIMEOUT)
+        assert message["type"] == "events", message
+        events.extend(message["events"])
+        skipped.extend(message["skipped"])
+    return events, skipped
 
 
 def test_replays_after_n_then_streams_a_live_event_once(world):
@@ -95,8 +108,9 @@ def test_replays_after_n_then_streams_a_live_event_once(world):
         assert await ws.receive_json_from(timeout=TIMEOUT) == {"type": "replayed", "last_seq": 6}
         await sync_to_async(job_events_record)(job_id=job.pk, events=[("log", {"message": "hello"})])
         live = await ws.receive_json_from(timeout=TIMEOUT)
-        assert live["type"] == "event" and live["event"]["seq"] == 7
-        assert live["event"]["kind"] == "log" and live["event"]["payload"] == {"message": "hello"}
+        assert live["type"] == "events" and live["skipped"] == [] and len(live["events"]) == 1
+        assert live["events"][0]["seq"] == 7
+        assert live["events"][0]["kind"] == "log" and live["events"][0]["payload"] == {"message": "hello"}
         assert await ws.receive_nothing(timeout=0.3)
         await ws.disconnect()
 
@@ -113,10 +127,10 @@ def test_a_duplicate_is_dropped_and_a_gap_is_filled_from_the_database(world):
         assert (await ws.receive_json_from(timeout=TIMEOUT))["type"] == "replayed"
         layer = get_channel_layer()
         first = await sync_to_async(lambda: JobEvent.objects.get(job=job, seq=1).as_message())()
-        await layer.group_send(job_group(job.pk), {"type": "job.event", "event": first})  # redelivered
+        await layer.group_send(job_group(job.pk), {"type": "job.events", "events": [first]})  # redelivered
         # Two events stored whose broadcasts were lost; then only the later one arrives live.
         stored = await sync_to_async(_store_without_broadcast)(job, 2)
-        await layer.group_send(job_group(job.pk), {"type": "job.event", "event": stored[-1]})
+        await layer.group_send(job_group(job.pk), {"type": "job.events", "events": [stored[-1]]})
         assert await receive_events(ws, 2) == [2, 3]
         assert await ws.receive_nothing(timeout=0.3)
         await ws.disconnect()
@@ -163,14 +177,78 @@ def test_a_job_that_does_not_exist_is_closed_like_another_teams(world):
     async_to_sync(scenario)()
 
 
-def _store_without_broadcast(job: Job, count: int) -> list[dict]:
+def test_a_long_replay_sends_only_the_newest_rollouts_and_lists_the_rest(world):
+    job = world["job"]
+    _store_without_broadcast(job, REPLAY_ROLLOUTS + 50, kind="rollout")  # seqs 2..251
+    metrics(job, 3)  # 252..254: metrics always go out
+    ws = communicator(job, world["owner"])
+
+    async def scenario():
+        assert (await ws.connect(timeout=TIMEOUT))[0]
+        events, skipped = await receive_frames(ws, REPLAY_ROLLOUTS + 54)
+        assert await ws.receive_json_from(timeout=TIMEOUT) == {"type": "replayed", "last_seq": 254}
+        assert sorted([e["seq"] for e in events] + skipped) == list(range(1, 255))
+        assert skipped == list(range(2, 52))
+        assert [e["seq"] for e in events if e["kind"] == "rollout"] == list(range(52, 252))
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_a_live_flood_of_rollouts_is_sampled_but_every_metric_arrives(world):
+    job = world["job"]
+    ws = communicator(job, world["owner"])
+    flood = [("rollout", {"step": 1, "reward": 0.5}) for _ in range(150)] + [("metric", {"step": 1})]
+
+    async def scenario():
+        assert (await ws.connect(timeout=TIMEOUT))[0]
+        await receive_frames(ws, 1)
+        assert (await ws.receive_json_from(timeout=TIMEOUT))["type"] == "replayed"
+        await sync_to_async(job_events_record)(job_id=job.pk, events=flood)
+        events, skipped = await receive_frames(ws, len(flood))
+        rollouts = [e for e in events if e["kind"] == "rollout"]
+        assert len(rollouts) <= LIVE_ROLLOUT_BURST < len(flood) - 1
+        assert [e["kind"] for e in events][-1] == "metric"
+        assert sorted([e["seq"] for e in events] + skipped) == list(range(2, 2 + len(flood)))
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_reconnecting_mid_stream_leaves_no_gap_and_no_duplicate(world):
+    job = world["job"]
+    held: list[int] = []
+    first = communicator(job, world["owner"])
+    again = communicator(job, world["owner"], after=11)  # the last seq the first connection will hold
+
+    async def scenario():
+        assert (await first.connect(timeout=TIMEOUT))[0]
+        held.extend(await receive_events(first, 1))
+        assert (await first.receive_json_from(timeout=TIMEOUT))["type"] == "replayed"
+        await sync_to_async(metrics)(job, 10)  # 2..11 live
+        held.extend(await receive_events(first, 10))
+        await first.disconnect()
+        assert max(held) == 11
+        await sync_to_async(metrics)(job, 10)  # 12..21 while disconnected
+        assert (await again.connect(timeout=TIMEOUT))[0]
+        held.extend(await receive_events(again, 10))
+        assert (await again.receive_json_from(timeout=TIMEOUT)) == {"type": "replayed", "last_seq": 21}
+        await sync_to_async(metrics)(job, 5)  # 22..26 live again
+        held.extend(await receive_events(again, 5))
+        await again.disconnect()
+
+    async_to_sync(scenario)()
+    assert held == list(range(1, 27))
+
+
+def _store_without_broadcast(job: Job, count: int, *, kind: str = "log") -> list[dict]:
     """Append events the way the writer does but without publishing them: a lost broadcast."""
     from django.db.models import F
 
     Job.objects.filter(pk=job.pk).update(last_seq=F("last_seq") + count)
     last = Job.objects.values_list("last_seq", flat=True).get(pk=job.pk)
     events = [
-        JobEvent(job=job, seq=last - count + 1 + i, kind="log", payload={"message": f"lost {i}"})
+        JobEvent(job=job, seq=last - count + 1 + i, kind=kind, payload={"message": f"lost {i}"})
         for i in range(count)
     ]
     return [event.as_message() for event in JobEvent.objects.bulk_create(events)]

@@ -30,6 +30,7 @@
   var caughtUp = false;
   var stopped = false;
   var rolloutTotal = 0;
+  var rolloutsSampledOut = 0;
 
   // ---- connection -------------------------------------------------------------------------------------
   function setConnection(kind, text) {
@@ -47,7 +48,7 @@
     socket.onmessage = function (message) {
       var msg;
       try { msg = JSON.parse(message.data); } catch (err) { return; }
-      if (msg.type === "event") applyEvent(msg.event);
+      if (msg.type === "events") applyFrame(msg);
       else if (msg.type === "replayed") onReplayed();
     };
     socket.onclose = function (event) {
@@ -85,6 +86,18 @@
   }
 
   // ---- events -----------------------------------------------------------------------------------------
+  // A frame covers a run of seqs: the events sent plus the rollouts the server sampled out ("skipped"),
+  // which stay queryable through the REST API. Either way the page then holds every seq up to the last.
+  function applyFrame(frame) {
+    (frame.events || []).forEach(applyEvent);
+    var skipped = frame.skipped || [];
+    if (skipped.length) {
+      rolloutsSampledOut += skipped.length;
+      lastSeq = Math.max(lastSeq, skipped[skipped.length - 1]);
+      renderRolloutCount();
+    }
+  }
+
   function applyEvent(event) {
     if (event.seq <= lastSeq) return;
     lastSeq = event.seq;
@@ -332,8 +345,14 @@
     pendingRollouts = [];
     drewRollouts = true;
     el.rolloutsEmpty.hidden = true;
-    el.rolloutCount.textContent = "newest first · " + rolloutTotal + " in all" +
-      (rolloutTotal > MAX_ROLLOUTS ? ", latest " + MAX_ROLLOUTS + " shown" : "");
+    renderRolloutCount();
+  }
+
+  function renderRolloutCount() {
+    var text = "newest first · " + rolloutTotal + " received";
+    if (rolloutTotal > MAX_ROLLOUTS) text += ", latest " + MAX_ROLLOUTS + " shown";
+    if (rolloutsSampledOut) text += " · " + rolloutsSampledOut + " more sampled out of the live feed (all kept: see the API)";
+    el.rolloutCount.textContent = text;
   }
 
   // ---- drawing ----------------------------------------------------------------------------------------
