@@ -70,6 +70,16 @@ def test_job_page_receives_live_updates(stack, launched_job):
         expect(page.locator("#job-state")).to_have_text("succeeded", timeout=180_000)
         expect(page.locator("#progress-text")).to_have_text("step 25 / 25")
         page.screenshot(path=str(stack.workdir / "job-page.png"), full_page=True)
+
+        # The rollout feed filters in place, and two steps show side by side.
+        page.fill("#rollout-filters input[name=min]", "2")
+        expect(page.locator("#rollouts li:visible")).to_have_count(0)
+        page.fill("#rollout-filters input[name=min]", "")
+        expect(page.locator("#rollouts li:visible")).to_have_count(100)
+        page.fill("#compare-form input[name=a]", "1")
+        page.fill("#compare-form input[name=b]", "25")
+        expect(page.locator("#compare-a li")).to_have_count(4)
+        expect(page.locator("#compare-b li")).to_have_count(4)
         browser.close()
 
     events = [json.loads(f) for f in frames if f.startswith("{")]

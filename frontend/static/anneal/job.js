@@ -162,13 +162,28 @@
     bar.style.width = (fraction * 100).toFixed(1) + "%";
     bar.className = "progress-bar state-" + job.state;
     el.progress.setAttribute("aria-valuenow", job.step);
-    el.progressText.textContent = "step " + job.step + " / " + job.maxSteps;
+    el.progressText.textContent = "step " + job.step + " / " + job.maxSteps + eta();
+  }
+
+  // Remaining steps times the mean step time of the last few steps; only while the job runs.
+  var recentStepTimes = [];
+  function eta() {
+    if (job.state !== "running" || !recentStepTimes.length || job.step >= job.maxSteps) return "";
+    var mean = recentStepTimes.reduce(function (a, b) { return a + b; }, 0) / recentStepTimes.length;
+    var seconds = Math.round(mean * (job.maxSteps - job.step));
+    var text = seconds >= 3600 ? Math.floor(seconds / 3600) + " h " + Math.round((seconds % 3600) / 60) + " min"
+      : seconds >= 60 ? Math.floor(seconds / 60) + " min " + (seconds % 60) + " s" : seconds + " s";
+    return " · about " + text + " left";
   }
 
   var latestMetrics = {};
 
   function onMetric(p) {
     if (typeof p.step === "number" && p.step > job.step) job.step = p.step;
+    if (typeof p.step_time === "number") {
+      recentStepTimes.push(p.step_time);
+      if (recentStepTimes.length > 20) recentStepTimes.shift();
+    }
     Object.keys(p).forEach(function (key) { latestMetrics[key] = p[key]; });
     addPoints(p);
     metricsDirty = true;
@@ -196,45 +211,13 @@
     el.metrics.replaceChildren(fragment);
   }
 
-  // ---- chart ------------------------------------------------------------------------------------------
-  // One series per line: "reward" (the weighted total) and one per verifier. Points wait in `pending` until a
-  // flush draws them: extendTraces adds them to the lines drawn already; a new line needs a full react.
-  var series = [];          // [{key, name, x: [], y: []}] in trace order
-  var seriesByKey = {};
-  var pending = {};         // key -> {x: [], y: []}
-  var plotted = false;
-  var needsReact = false;
+  // ---- charts -----------------------------------------------------------------------------------------
+  // A line chart draws some metric keys, each as one trace: pick(key) says which trace (and subplot) a key
+  // feeds, or null. Points wait in `pending` until a flush draws them: extendTraces adds them to the lines
+  // drawn already; a new line needs a full react.
   var metricsDirty = false;
-
-  function seriesFor(key) {
-    if (key === "reward") return "reward (total)";
-    // Verifier means arrive as "rewards/<name>/mean" (TRL's name) or "rewards/<name>"; skip their std.
-    var match = /^rewards\/(.+?)(\/mean)?$/.exec(key);
-    if (!match || /\/std$/.test(key)) return null;
-    return match[1];
-  }
-
-  function addPoints(p) {
-    if (typeof p.step !== "number") return;
-    Object.keys(p).forEach(function (key) {
-      var name = seriesFor(key);
-      if (name === null || typeof p[key] !== "number") return;
-      if (!seriesByKey[key]) {
-        seriesByKey[key] = { key: key, name: name, x: [], y: [] };
-        series.push(seriesByKey[key]);
-        needsReact = true;
-      }
-      seriesByKey[key].x.push(p.step);
-      seriesByKey[key].y.push(p[key]);
-      (pending[key] = pending[key] || { x: [], y: [] }).x.push(p.step);
-      pending[key].y.push(p[key]);
-    });
-  }
-
-  var layout = {
+  var baseLayout = {
     margin: { l: 48, r: 16, t: 8, b: 40 },
-    xaxis: { title: { text: "step" }, zeroline: false, gridcolor: "#eef0f3" },
-    yaxis: { title: { text: "reward" }, zeroline: false, gridcolor: "#eef0f3" },
     legend: { orientation: "h", y: -0.22 },
     hovermode: "x unified",
     paper_bgcolor: "rgba(0,0,0,0)",
@@ -243,44 +226,122 @@
   };
   var config = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
+  function lineChart(node, layout, pick) {
+    var series = [], byKey = {}, pending = {}, plotted = false, needsReact = false;
+    return {
+      add: function (p) {
+        if (typeof p.step !== "number") return;
+        Object.keys(p).forEach(function (key) {
+          if (typeof p[key] !== "number") return;
+          if (!byKey[key]) {
+            var spec = pick(key);
+            if (!spec) return;
+            byKey[key] = Object.assign({ key: key, x: [], y: [] }, spec);
+            series.push(byKey[key]);
+            needsReact = true;
+          }
+          byKey[key].x.push(p.step);
+          byKey[key].y.push(p[key]);
+          (pending[key] = pending[key] || { x: [], y: [] }).x.push(p.step);
+          pending[key].y.push(p[key]);
+        });
+      },
+      draw: function () {
+        if (!series.length || !node) return;
+        if (!window.Plotly) {
+          var note = node.querySelector(".chart-empty");
+          if (note) note.textContent = "The chart library did not load (static file vendor/plotly/plotly.min.js).";
+          return;
+        }
+        if (!plotted || needsReact) {
+          var traces = series.map(function (s) {
+            return Object.assign({ x: s.x.slice(), y: s.y.slice(), type: "scatter", mode: "lines" }, s.trace);
+          });
+          var empty = node.querySelector(".chart-empty");
+          if (empty) empty.remove();
+          Plotly.react(node, traces, Object.assign({}, baseLayout, layout), config);
+          plotted = true;
+          needsReact = false;
+        } else {
+          var indices = [], xs = [], ys = [];
+          series.forEach(function (s, index) {
+            var points = pending[s.key];
+            if (!points || !points.x.length) return;
+            indices.push(index);
+            xs.push(points.x);
+            ys.push(points.y);
+          });
+          if (indices.length) Plotly.extendTraces(node, { x: xs, y: ys }, indices);
+        }
+        pending = {};
+      },
+    };
+  }
+
+  var grid = { zeroline: false, gridcolor: "#eef0f3" };
+  // Reward: the weighted total with a band of ± one standard deviation across the step's completions, and
+  // one line per verifier ("rewards/<name>", or TRL's "rewards/<name>/mean"; their "/std" are skipped).
+  var rewardChart = lineChart(
+    el.chart,
+    { xaxis: Object.assign({ title: { text: "step" } }, grid), yaxis: Object.assign({ title: { text: "reward" } }, grid) },
+    function (key) {
+      if (key === "reward") return { trace: { name: "reward (total)", mode: "lines+markers", line: { width: 3 }, marker: { size: 4 } } };
+      if (key === "reward_low") return { trace: { name: "− std", line: { width: 0 }, showlegend: false, hoverinfo: "skip" } };
+      if (key === "reward_high") {
+        return { trace: { name: "± std", line: { width: 0 }, fill: "tonexty", fillcolor: "rgba(255,127,14,0.15)", hoverinfo: "skip" } };
+      }
+      var match = /^rewards\/(.+?)(\/mean)?$/.exec(key);
+      if (!match || /\/std$/.test(key)) return null;
+      return { trace: { name: match[1], line: { width: 1.6 } } };
+    }
+  );
+  // Training signals, one small panel each, in the order they first arrive (KL only exists with a KL
+  // penalty): what drifts first when a policy starts to game its verifier.
+  var SIGNALS = {
+    completion_length: "completion length", entropy: "entropy", kl: "KL", step_time: "step time (s)",
+    frac_reward_zero_std: "groups with no signal", grad_norm: "grad norm",
+  };
+  var signalLayout = { grid: { rows: 2, columns: 3, pattern: "independent" }, showlegend: false, margin: { l: 40, r: 8, t: 24, b: 28 }, annotations: [] };
+  var panels = 0;
+  var signalChart = lineChart($("signals-chart"), signalLayout, function (key) {
+    if (!SIGNALS[key] || panels >= 6) return null;
+    panels += 1;
+    var n = panels === 1 ? "" : String(panels);
+    signalLayout["xaxis" + n] = Object.assign({}, grid);
+    signalLayout["yaxis" + n] = Object.assign({}, grid);
+    signalLayout.annotations.push({
+      text: SIGNALS[key], showarrow: false, xref: "x" + n + " domain", yref: "y" + n + " domain", x: 0, y: 1.12,
+      xanchor: "left", font: { size: 11, color: "#5b6473" },
+    });
+    return { trace: { name: SIGNALS[key], xaxis: "x" + n, yaxis: "y" + n, line: { width: 1.6 } } };
+  });
+
+  function addPoints(p) {
+    var points = p;
+    if (typeof p.reward === "number" && typeof p.reward_std === "number") {
+      points = Object.assign({ reward_low: p.reward - p.reward_std, reward_high: p.reward + p.reward_std }, p);
+    }
+    rewardChart.add(points);
+    signalChart.add(p);
+  }
+
   function drawChart() {
-    if (!series.length) return;
-    if (!window.Plotly) {
-      el.chart.querySelector(".chart-empty").textContent = "The chart library did not load (static file vendor/plotly/plotly.min.js).";
-      return;
-    }
-    if (!plotted || needsReact) {
-      var traces = series.map(function (s) {
-        return {
-          x: s.x.slice(), y: s.y.slice(), name: s.name, type: "scatter", mode: "lines+markers",
-          line: { width: s.key === "reward" ? 3 : 1.6 }, marker: { size: s.key === "reward" ? 5 : 3 },
-        };
-      });
-      var empty = el.chart.querySelector(".chart-empty");
-      if (empty) empty.remove();
-      Plotly.react(el.chart, traces, layout, config);
-      plotted = true;
-      needsReact = false;
-    } else {
-      var indices = [], xs = [], ys = [];
-      series.forEach(function (s, index) {
-        var points = pending[s.key];
-        if (!points || !points.x.length) return;
-        indices.push(index);
-        xs.push(points.x);
-        ys.push(points.y);
-      });
-      if (indices.length) Plotly.extendTraces(el.chart, { x: xs, y: ys }, indices);
-    }
-    pending = {};
+    rewardChart.draw();
+    signalChart.draw();
   }
 
   // ---- rollouts ---------------------------------------------------------------------------------------
   var pendingRollouts = [];
   var drewRollouts = false;
 
+  var MAX_HELD = 2000;
+  var held = [];  // every rollout received (up to MAX_HELD), for the side-by-side view
+
   function onRollout(p) {
     rolloutTotal += 1;
+    held.push(p);
+    if (held.length > MAX_HELD) held.shift();
+    noteChoices(p);
     pendingRollouts.push(p);
     // Only the newest are shown: during a long replay, older ones are dropped before they reach the page.
     if (pendingRollouts.length > MAX_ROLLOUTS) pendingRollouts.shift();
@@ -305,6 +366,7 @@
   function rolloutItem(p, fresh) {
     var li = document.createElement("li");
     li.className = "rollout" + (fresh ? " rollout-new" : "");
+    li.rollout = p;
     var head = document.createElement("div");
     head.className = "rollout-head";
     var step = document.createElement("span");
@@ -342,11 +404,71 @@
     for (var i = pendingRollouts.length - 1; i >= 0; i--) fragment.append(rolloutItem(pendingRollouts[i], fresh));
     el.rollouts.prepend(fragment);
     while (el.rollouts.children.length > MAX_ROLLOUTS) el.rollouts.lastChild.remove();
+    applyFilters();
     pendingRollouts = [];
     drewRollouts = true;
     el.rolloutsEmpty.hidden = true;
     renderRolloutCount();
   }
+
+  // ---- filters and the side-by-side view ------------------------------------------------------------------
+  var filterForm = $("rollout-filters");
+  var knownParts = {}, knownDomains = {};
+
+  function addOption(select, value) {
+    var option = document.createElement("option");
+    option.value = option.textContent = value;
+    select.append(option);
+  }
+
+  function noteChoices(p) {
+    Object.keys(p.parts || {}).forEach(function (name) {
+      if (!knownParts[name]) { knownParts[name] = true; addOption(filterForm.elements.part, name); }
+    });
+    if (p.domain && !knownDomains[p.domain]) { knownDomains[p.domain] = true; addOption(filterForm.elements.domain, p.domain); }
+  }
+
+  function numberOrNull(input) { return input.value === "" ? null : Number(input.value); }
+
+  function matches(p) {
+    var f = filterForm.elements;
+    var min = numberOrNull(f.min), max = numberOrNull(f.max);
+    if (min !== null && !(p.reward >= min)) return false;
+    if (max !== null && !(p.reward <= max)) return false;
+    if (f.domain.value && p.domain !== f.domain.value) return false;
+    if (f.part.value || f.outcome.value) {
+      var names = f.part.value ? [f.part.value] : Object.keys(p.parts || {});
+      var scores = names.map(function (name) { return (p.parts || {})[name]; }).filter(function (v) { return typeof v === "number"; });
+      if (!scores.length) return false;
+      if (f.outcome.value === "pass" && !scores.every(function (v) { return v >= 0.999; })) return false;
+      if (f.outcome.value === "fail" && !scores.some(function (v) { return v < 0.999; })) return false;
+    }
+    return true;
+  }
+
+  function applyFilters() {
+    var shown = 0, items = el.rollouts.children;
+    for (var i = 0; i < items.length; i++) {
+      items[i].hidden = !matches(items[i].rollout);
+      if (!items[i].hidden) shown += 1;
+    }
+    $("filter-count").textContent = shown === items.length ? "" : shown + " of " + items.length + " shown";
+  }
+  filterForm.addEventListener("input", applyFilters);
+  filterForm.addEventListener("submit", function (event) { event.preventDefault(); });
+
+  var compareForm = $("compare-form");
+  function drawCompare() {
+    ["a", "b"].forEach(function (side) {
+      var step = numberOrNull(compareForm.elements[side]);
+      var list = $("compare-" + side);
+      var fragment = document.createDocumentFragment();
+      held.forEach(function (p) { if (step !== null && p.step === step) fragment.append(rolloutItem(p, false)); });
+      list.replaceChildren(fragment);
+    });
+  }
+  compareForm.addEventListener("input", drawCompare);
+  compareForm.addEventListener("submit", function (event) { event.preventDefault(); });
 
   function renderRolloutCount() {
     var text = "newest first · " + rolloutTotal + " received";
