@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from transformers import PrinterCallback, TrainerCallback
 
+from gpu_jobs.alarms import AlarmWatch
 from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.rewards import Scorer, ScoreResult, build_scorer
 from gpu_jobs.sink import CheckpointStore, EventSink
@@ -191,6 +192,7 @@ class ReportingCallback(TrainerCallback):
         self.last_reward: float | None = None
         self.last_location: str | None = None
         self.last_saved_step: int | None = None
+        self.alarms = AlarmWatch(weights={v["name"]: float(v["weight"]) for v in config.verifiers})
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         c = self.config
@@ -212,6 +214,8 @@ class ReportingCallback(TrainerCallback):
         if "reward" in payload:
             self.last_reward = payload["reward"]
         self.sink.emit("metric", payload)
+        for alarm in self.alarms.observe(payload):
+            self.sink.emit("alarm", alarm.to_payload())
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         every = self.config.save_steps

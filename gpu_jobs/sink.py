@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Protocol
 
-EVENT_KINDS = ("metric", "rollout", "log", "checkpoint")
+EVENT_KINDS = ("metric", "rollout", "log", "checkpoint", "alarm")
 
 
 class EventSink(Protocol):

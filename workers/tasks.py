@@ -3,7 +3,7 @@
 from django.conf import settings
 
 from anneal.datasets.services import dataset_upload_ingest
-from anneal.training.housekeeping import jobs_reap_stale
+from anneal.training.housekeeping import jobs_reap_stale, rollouts_prune
 from sandboxes.service import run_many_dicts
 from workers.celery_app import app
 from workers.job_runner import job_run_supervised
@@ -27,3 +27,8 @@ def sandbox_run_many(requests: list[dict], backend: str | None = None) -> list[d
 @app.task(name="housekeeping.reap_stale_jobs")
 def reap_stale_jobs() -> int:
     return jobs_reap_stale(timeout_s=settings.JOB_HEARTBEAT_TIMEOUT_S)
+
+
+@app.task(name="housekeeping.prune_rollouts")
+def prune_rollouts() -> int:
+    return rollouts_prune(older_than_days=settings.ROLLOUT_RETENTION_DAYS)

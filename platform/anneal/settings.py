@@ -126,6 +126,7 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "housekeeping.reap_stale_jobs", "schedule": 30.0},
+    "prune-rollouts": {"task": "housekeeping.prune_rollouts", "schedule": 3600.0},
 }
 
 CHANNEL_LAYERS = {
@@ -142,6 +143,8 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", 
 
 SANDBOX_BACKEND = env_choice("SANDBOX_BACKEND", "bwrap", ("bwrap",))
 SANDBOX_EXECUTION = env_choice("SANDBOX_EXECUTION", "local", ("local", "remote"))
+# Rollout texts older than this many days are dropped (their step, reward and parts stay); 0 keeps them all.
+ROLLOUT_RETENTION_DAYS = env_int("ANNEAL_ROLLOUT_RETENTION_DAYS", 90, minimum=0)
 JOB_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_JOB_HEARTBEAT_TIMEOUT_S", 120, minimum=10)
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -69,6 +69,10 @@ def test_job_page_receives_live_updates(stack, launched_job):
         expect(page.locator("#reward-chart .main-svg").first).to_be_attached(timeout=30_000)
         expect(page.locator("#job-state")).to_have_text("succeeded", timeout=180_000)
         expect(page.locator("#progress-text")).to_have_text("step 25 / 25")
+        # This small seeded job collapses to empty answers, so its groups stop giving any learning signal:
+        # the page shows the alarm the trainer raised.
+        expect(page.locator("#job-alarms")).to_be_visible()
+        expect(page.locator("#alarm-list")).to_contain_text("no_signal")
         page.screenshot(path=str(stack.workdir / "job-page.png"), full_page=True)
 
         # The rollout feed filters in place, and two steps show side by side.

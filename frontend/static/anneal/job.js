@@ -107,6 +107,7 @@
     else if (event.kind === "state") onState(p, event.seq);
     else if (event.kind === "checkpoint") onCheckpoint(p);
     else if (event.kind === "log") addLog(event.seq, p.message || "", "");
+    else if (event.kind === "alarm") onAlarm(p, event.seq);
     if (caughtUp) {
       scheduleFlush();
       maybeStop();
@@ -126,6 +127,16 @@
     }
     addLog(seq, "state → " + p.state + (p.error ? ": " + p.error.split("\n")[0] : ""), "log-state");
     renderProgress();
+  }
+
+  function onAlarm(p, seq) {
+    var li = document.createElement("li");
+    var name = document.createElement("code");
+    name.textContent = p.name;
+    li.append("step " + p.step + " · ", name, " · " + (p.message || ""));
+    $("alarm-list").append(li);
+    $("job-alarms").hidden = false;
+    addLog(seq, "alarm " + p.name + ": " + (p.message || ""), "log-alarm");
   }
 
   function onCheckpoint(p) {

@@ -71,6 +71,7 @@ class JobVerifier(models.Model):
 class EventKind(models.TextChoices):
     METRIC = "metric"
     ROLLOUT = "rollout"
+    ALARM = "alarm"
     LOG = "log"
     STATE = "state"
     CHECKPOINT = "checkpoint"

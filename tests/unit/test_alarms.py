@@ -1,0 +1,55 @@
+"""The training alarms fire on the metric patterns they name, once per episode, and not on healthy runs."""
+
+from gpu_jobs.alarms import AlarmWatch
+
+
+def feed(watch: AlarmWatch, rows: list[dict]) -> list:
+    raised = []
+    for step, metrics in enumerate(rows, start=1):
+        raised.extend(watch.observe({"step": step, **metrics}))
+    return raised
+
+
+def test_no_signal_fires_after_a_window_of_flat_groups_and_once():
+    watch = AlarmWatch(weights={"exact": 1.0}, window=5)
+    raised = feed(watch, [{"frac_reward_zero_std": 1.0}] * 12)
+    assert [(a.name, a.step) for a in raised] == [("no_signal", 5)]
+    assert "nothing to learn" in raised[0].message
+
+
+def test_no_signal_rearms_after_the_condition_clears():
+    watch = AlarmWatch(weights={"exact": 1.0}, window=3)
+    rows = (
+        [{"frac_reward_zero_std": 1.0}] * 3
+        + [{"frac_reward_zero_std": 0.2}]
+        + [{"frac_reward_zero_std": 0.95}] * 3
+    )
+    assert [a.step for a in feed(watch, rows)] == [3, 7]
+
+
+def test_length_drift_names_both_lengths():
+    watch = AlarmWatch(weights={"exact": 1.0}, window=4)
+    raised = feed(watch, [{"completion_length": 3.0}] * 4 + [{"completion_length": 1.0}] * 4)
+    assert [a.name for a in raised] == ["length_drift"]
+    assert "from 3.0 to 1.0 tokens" in raised[0].message
+
+
+def test_one_part_dominating_the_reward():
+    watch = AlarmWatch(weights={"format": 1.0, "answer": 1.0}, window=3)
+    raised = feed(watch, [{"rewards/format": 1.0, "rewards/answer": 0.0}] * 3)
+    assert [a.name for a in raised] == ["part_dominates"]
+    assert "'format'" in raised[0].message
+
+
+def test_a_healthy_run_raises_nothing():
+    watch = AlarmWatch(weights={"format": 1.0, "answer": 1.0}, window=3)
+    rows = [
+        {
+            "frac_reward_zero_std": 0.4,
+            "completion_length": 3.0 + (i % 2) * 0.2,
+            "rewards/format": 0.8,
+            "rewards/answer": 0.5,
+        }
+        for i in range(20)
+    ]
+    assert feed(watch, rows) == []
