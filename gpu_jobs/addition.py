@@ -7,7 +7,7 @@ The 10,000 sums ``a+b`` with ``0 <= a, b <= 99`` are split once, by a fixed seed
 (warm-up and RL prompts) and 1,000 "test" sums that the model never sees before evaluation, so
 ``greedy_accuracy`` on test rows measures generalisation rather than recall.
 
-Building rows is pure Python; only ``greedy_completions``/``greedy_accuracy`` import torch, lazily, so the
+Building rows is pure Python; only ``greedy_accuracy`` imports torch (through gpu_jobs.evaluation), lazily, so the
 web side can build a demo dataset without loading it.
 """
 
@@ -16,7 +16,8 @@ from __future__ import annotations
 import random
 from functools import cache
 from pathlib import Path
-from typing import Any
+
+from gpu_jobs.evaluation import greedy_completions
 
 SPLITS = ("train", "test")
 _TEST_SIZE = 1000
@@ -50,40 +51,6 @@ def addition_rows(*, n: int, seed: int, split: str = "train") -> list[dict]:
     if not 1 <= n <= len(pool):
         raise ValueError(f"n: must be between 1 and {len(pool)} for the {split} split, got {n}")
     return [addition_row(a=a, b=b) for a, b in random.Random(seed).sample(pool, n)]
-
-
-def greedy_completions(
-    *, model: Any, tokenizer: Any, prompts: list[str], max_new_tokens: int = 8, batch_size: int = 256
-) -> list[str]:
-    """Greedy (deterministic) completions of plain-text ``prompts``, special tokens dropped, not stripped.
-
-    Preconditions: ``model`` is a transformers causal LM and ``tokenizer`` its tokenizer with a pad token.
-    The model is left in eval mode; the tokenizer's padding side is restored afterwards.
-    """
-    import torch
-
-    model.eval()
-    saved_side = tokenizer.padding_side
-    # Decoder-only generation continues from the last position, so the padding has to be on the left.
-    tokenizer.padding_side = "left"
-    completions: list[str] = []
-    try:
-        for start in range(0, len(prompts), batch_size):
-            encoded = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True)
-            encoded = {key: value.to(model.device) for key, value in encoded.items()}
-            with torch.no_grad():
-                output = model.generate(
-                    **encoded,
-                    max_new_tokens=max_new_tokens,
-                    do_sample=False,
-                    pad_token_id=tokenizer.pad_token_id,
-                    eos_token_id=tokenizer.eos_token_id,
-                )
-            new_tokens = output[:, encoded["input_ids"].shape[1] :]
-            completions.extend(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
-    finally:
-        tokenizer.padding_side = saved_side
-    return completions
 
 
 def greedy_accuracy(

@@ -83,6 +83,19 @@ class GRPOJobConfig:
         default=4,
         metadata={"help": "Rollouts (prompt, completion, reward and why) reported per step; 0 for none."},
     )
+    eval_rows: list[dict] = field(
+        default_factory=list,
+        metadata={
+            "help": "Held-out rows scored with greedy completions by the job's verifiers, per domain (a row's "
+            '"domain", else "all"): before the first step, every eval_steps and at the end. Empty: no evaluation.'
+        },
+    )
+    eval_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Evaluate on eval_rows every this many steps; 0 only before training and at the end."
+        },
+    )
 
     def __post_init__(self) -> None:
         _check(
@@ -98,7 +111,7 @@ class GRPOJobConfig:
             ("max_completion_length", 1),
         ):
             _check_int(self, name, low)
-        for name in ("save_steps", "rollouts_per_step", "seed"):
+        for name in ("save_steps", "rollouts_per_step", "seed", "eval_steps"):
             _check_int(self, name, 0)
         _check_number(self, "learning_rate", positive=True)
         _check_number(self, "temperature", positive=True)
@@ -109,6 +122,14 @@ class GRPOJobConfig:
             f"must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}",
         )
         self._check_rows()
+        _check(isinstance(self.eval_rows, list), "eval_rows", "must be a list of rows")
+        for index, row in enumerate(self.eval_rows):
+            prompt = row.get("prompt") if isinstance(row, dict) else None
+            _check(
+                isinstance(prompt, str) and prompt != "",
+                f"eval_rows[{index}].prompt",
+                "must be a non-empty string",
+            )
         self._check_verifiers()
 
     def _check_rows(self) -> None:

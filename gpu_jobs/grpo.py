@@ -25,6 +25,7 @@ from transformers import PrinterCallback, TrainerCallback
 
 from gpu_jobs.alarms import AlarmWatch
 from gpu_jobs.config import GRPOJobConfig
+from gpu_jobs.evaluation import evaluate
 from gpu_jobs.rewards import Scorer, ScoreResult, build_scorer
 from gpu_jobs.sink import CheckpointStore, EventSink
 from gpu_jobs.tiny_model import ensure_tiny_model
@@ -57,12 +58,10 @@ def main(
     set_seed(config.seed)
     model_dir = ensure_tiny_model(Path(config.model_store)) if config.model == "tiny" else Path(config.model)
     recorder = RolloutRecorder(config=config, sink=sink)
-    reward_funcs = [
-        recorder.reward_function(
-            name=verifier["name"], scorer=build_scorer(verifier["spec"], sandbox=sandbox)
-        )
-        for verifier in config.verifiers
-    ]
+    scorers = {
+        verifier["name"]: build_scorer(verifier["spec"], sandbox=sandbox) for verifier in config.verifiers
+    }
+    reward_funcs = [recorder.reward_function(name=name, scorer=scorer) for name, scorer in scorers.items()]
     dataset = Dataset.from_dict(
         {"prompt": [row["prompt"] for row in config.rows], ROW_INDEX_COLUMN: list(range(len(config.rows)))}
     )
@@ -93,7 +92,7 @@ def main(
         dataloader_num_workers=0,
     )
     reporter = ReportingCallback(
-        config=config, sink=sink, checkpoints=checkpoints, save_root=output_dir / "saves"
+        config=config, sink=sink, checkpoints=checkpoints, save_root=output_dir / "saves", scorers=scorers
     )
     trainer = GRPOTrainer(
         model=str(model_dir),
@@ -183,9 +182,17 @@ class ReportingCallback(TrainerCallback):
     """Sends TRL's logs to the sink as metric events and saves checkpoints to the checkpoint store."""
 
     def __init__(
-        self, *, config: GRPOJobConfig, sink: EventSink, checkpoints: CheckpointStore, save_root: Path
+        self,
+        *,
+        config: GRPOJobConfig,
+        sink: EventSink,
+        checkpoints: CheckpointStore,
+        save_root: Path,
+        scorers: dict[str, Scorer],
     ) -> None:
         self.config = config
+        self.scorers = scorers
+        self.last_eval_step: int | None = None
         self.sink = sink
         self.checkpoints = checkpoints
         self.save_root = save_root
@@ -204,6 +211,7 @@ class ReportingCallback(TrainerCallback):
                 + ", ".join(f"{v['name']} (weight {v['weight']})" for v in c.verifiers)
             },
         )
+        self._evaluate(step=state.global_step, model=kwargs["model"], tokenizer=kwargs["processing_class"])
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         logs = logs or {}
@@ -218,17 +226,40 @@ class ReportingCallback(TrainerCallback):
             self.sink.emit("alarm", alarm.to_payload())
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        model, tokenizer = kwargs["model"], kwargs["processing_class"]
         every = self.config.save_steps
         if every > 0 and state.global_step % every == 0:
-            self._save(step=state.global_step, model=kwargs["model"], tokenizer=kwargs["processing_class"])
+            self._save(step=state.global_step, model=model, tokenizer=tokenizer)
+        every = self.config.eval_steps
+        if every > 0 and state.global_step % every == 0:
+            self._evaluate(step=state.global_step, model=model, tokenizer=tokenizer)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        model, tokenizer = kwargs["model"], kwargs["processing_class"]
         if self.last_saved_step != state.global_step:
-            self._save(step=state.global_step, model=kwargs["model"], tokenizer=kwargs["processing_class"])
+            self._save(step=state.global_step, model=model, tokenizer=tokenizer)
+        if self.last_eval_step != state.global_step:
+            self._evaluate(step=state.global_step, model=model, tokenizer=tokenizer)
         self.sink.emit(
             "log",
             {"message": f"GRPO finished after {state.global_step} steps; checkpoint at {self.last_location}"},
         )
+
+    def _evaluate(self, *, step: int, model: Any, tokenizer: Any) -> None:
+        if not self.config.eval_rows:
+            return
+        was_training = model.training
+        scores = evaluate(
+            model=model,
+            tokenizer=tokenizer,
+            rows=self.config.eval_rows,
+            scorers=self.scorers,
+            weights={v["name"]: float(v["weight"]) for v in self.config.verifiers},
+            max_new_tokens=self.config.max_completion_length,
+        )
+        model.train(was_training)
+        self.last_eval_step = step
+        self.sink.emit("metric", {"step": step, **scores})
 
     def _save(self, *, step: int, model: Any, tokenizer: Any) -> None:
         local_dir = self.save_root / f"step-{step}"

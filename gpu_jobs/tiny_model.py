@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpu_jobs.addition import addition_rows, greedy_completions
+from gpu_jobs.addition import addition_rows
+from gpu_jobs.evaluation import greedy_completions
 
 # Bump the version whenever anything below changes what gets built (recipe, tokenizer, data split), so that
 # stores holding an older build get a fresh folder instead of a stale model.

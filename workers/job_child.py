@@ -9,6 +9,7 @@ import workers.celery_app  # noqa: F401  (puts platform/ on sys.path and sets Dj
 from django.conf import settings
 
 from anneal.datasets.ingest import read_rows
+from anneal.datasets.models import DatasetVersion
 from anneal.training.models import Job
 from anneal.training.services import HYPER_FIELDS
 from gpu_jobs.config import GRPOJobConfig
@@ -29,6 +30,7 @@ def run(job_id: int) -> None:
         model_store=str(settings.MODEL_STORE),
         output_dir=str(job_workdir(job_id) / "trainer"),
         rows=read_rows(job.dataset_version.rows_path),
+        eval_rows=_eval_rows(job),
         verifiers=verifiers,
     )
     sandbox = SandboxClient(
@@ -40,6 +42,13 @@ def run(job_id: int) -> None:
     sink = DjangoEventSink(job_id=job_id)
     summary = grpo_main(config, sink=sink, checkpoints=DjangoCheckpointStore(job=job), sandbox=sandbox)
     sink.emit("log", {"message": f"training finished: {summary}"})
+
+
+def _eval_rows(job: Job) -> list[dict]:
+    version_id = job.spec.get("eval_dataset_version")
+    if not version_id:
+        return []
+    return read_rows(DatasetVersion.objects.get(pk=version_id).rows_path)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ urlpatterns = [
     path("verifiers/new/", verifiers.verifier_new, name="verifier-new"),
     path("verifiers/<int:pk>/", verifiers.verifier_detail, name="verifier-detail"),
     path("jobs/", training.job_list, name="job-list"),
+    path("dashboards/", training.dashboards, name="dashboards"),
     path("jobs/new/", training.job_new, name="job-new"),
     path("jobs/<int:pk>/", training.job_detail, name="job-detail"),
     path("jobs/<int:pk>/cancel/", training.job_cancel_view, name="job-cancel"),

@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "django_plotly_dash.apps.DjangoPlotlyDashConfig",
     "anneal.accounts",
     "anneal.datasets",
     "anneal.verifiers",
@@ -158,6 +159,17 @@ LANGUAGE_CODE = "en-gb"
 TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
+
+# Dash apps (frontend/dash) are embedded in pages as same-origin iframes, with their JS served from here.
+X_FRAME_OPTIONS = "SAMEORIGIN"
+PLOTLY_DASH = {"serve_locally": True, "cache_arguments": False}
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "django_plotly_dash.finders.DashAssetFinder",
+    "django_plotly_dash.finders.DashComponentFinder",
+    "django_plotly_dash.finders.DashAppDirectoryFinder",
+]
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"

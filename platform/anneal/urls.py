@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from anneal.accounts.api import MeApi
+from anneal.dashboards import load_dashboards
 from anneal.datasets import api as datasets_api
 from anneal.health import healthz
 from anneal.training import api as training_api
@@ -36,5 +37,8 @@ urlpatterns = [
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("django_plotly_dash/", include("django_plotly_dash.urls")),
     path("", include("anneal.page_urls")),
 ]
+
+load_dashboards()

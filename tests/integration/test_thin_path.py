@@ -45,7 +45,7 @@ def upload(api, name: str, body: bytes, **fields) -> dict:
     upload_id = response.json()["id"]
     return wait_for(
         lambda: api.get(f"/datasets/uploads/{upload_id}").json(),
-        lambda u: u["state"] in ("ready", "failed"),
+        lambda u: u["state"] in ("ready", "failed", "review"),
         timeout_s=60,
         what="the ingest task",
     )
@@ -96,8 +96,9 @@ def test_job_runs_end_to_end(stack, people, setup):
         json={
             "name": "thin path",
             "dataset_version": setup["version"],
+            "eval_dataset_version": setup["version"],
             "verifiers": setup["verifiers"],
-            "params": FAST,
+            "params": {**FAST, "eval_steps": 2},
         },
     )
     assert response.status_code == 201, response.text
@@ -117,6 +118,10 @@ def test_job_runs_end_to_end(stack, people, setup):
     states = [e["payload"]["state"] for e in events if e["kind"] == "state"]
     assert states[0] == "queued" and states[1] == "running" and states[-1] == "succeeded"
     assert max(e["payload"]["step"] for e in events if e["kind"] == "metric") == FAST["max_steps"]
+    # Held-out evaluation with the job's verifiers: the base model, every 2 steps, the end.
+    evals = [e["payload"] for e in events if e["kind"] == "metric" and "eval/mean" in e["payload"]]
+    assert [e["step"] for e in evals] == [0, 2, 4]
+    assert all(0 <= e["eval/all"] <= 1 for e in evals)
     rollout = next(e["payload"] for e in events if e["kind"] == "rollout")
     # The python-tests verifier really ran in the sandbox: its part is present with a reason.
     assert set(rollout["parts"]) == {"exact", "tests"}
@@ -171,13 +176,17 @@ def test_cancel_kills_the_process_group(stack, people, setup):
 def test_bad_input_is_named_and_leaves_nothing(people, setup):
     owner = people["owner"]
     bad = upload(owner, "broken", b'{"prompt": "1+1=", "answer": "2"}\n{"prompt": "oops\n{"answer": "3"}\n')
-    assert bad["state"] == "failed"
+    # Bad rows are named; the valid row waits for the expert, and nothing is stored until accepted.
+    assert bad["state"] == "review" and bad["dataset_version"] is None
     assert bad["errors"][0]["row"] == 2 and "not valid JSON" in bad["errors"][0]["message"]
     assert bad["errors"][1] == {
         "row": 3,
         "field": "prompt",
         "message": "missing column 'prompt' (mapped to prompt)",
     }
+    assert "broken" not in [d["name"] for d in owner.get("/datasets").json()]
+    rejected = owner.post(f"/datasets/uploads/{bad['id']}/reject").json()
+    assert rejected["state"] == "rejected"
     assert "broken" not in [d["name"] for d in owner.get("/datasets").json()]
 
     unknown = owner.post("/verifiers", json={"name": "weird", "spec": {"type": "telepathy"}})

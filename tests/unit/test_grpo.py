@@ -181,3 +181,24 @@ def test_folder_checkpoint_store_replaces_a_step_whole(tmp_path):
     location = store.save(step=3, local_dir=first)
     assert store.save(step=3, local_dir=second) == location
     assert sorted(p.name for p in Path(location).iterdir()) == ["new.txt"]
+
+
+def test_held_out_evaluation_per_domain_before_during_and_after(tmp_path):
+    eval_rows = [
+        dict(row, domain="small" if int(row["answer"]) < 100 else "large")
+        for row in addition_rows(n=24, seed=5, split="test")
+    ]
+    _, sink = run(tmp_path, max_steps=3, eval_rows=eval_rows, eval_steps=2, beta=0.0)
+    evals = [m for m in sink.of_kind("metric") if "eval/mean" in m]
+    assert [m["step"] for m in evals] == [0, 2, 3]
+    for metric in evals:
+        domains = {key for key in metric if key.startswith("eval/")} - {"eval/mean"}
+        assert domains == {f"eval/{row['domain']}" for row in eval_rows}
+        assert all(0.0 <= metric[key] <= 1.0 for key in domains | {"eval/mean"})
+    # Training metrics are still one per step, apart from the evaluations.
+    assert [m["step"] for m in sink.of_kind("metric") if "reward" in m] == [1, 2, 3]
+
+
+def test_eval_rows_are_checked():
+    with pytest.raises(ValueError, match=r"eval_rows\[1\].prompt"):
+        job_config(Path("/tmp/x"), eval_rows=[{"prompt": "1+1="}, {"answer": "2"}])

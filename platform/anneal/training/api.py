@@ -53,6 +53,12 @@ class JobListApi(TeamScopedView):
     class Input(serializers.Serializer):
         name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
         dataset_version = serializers.IntegerField()
+        eval_dataset_version = serializers.IntegerField(
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text="Held-out rows scored per domain before, during (params.eval_steps) and after training.",
+        )
         verifiers = serializers.ListField(child=serializers.DictField(), allow_empty=False)
         params = serializers.DictField(
             required=False, default=dict, help_text=f"Training settings: {', '.join(HYPER_FIELDS)}"
@@ -75,6 +81,7 @@ class JobListApi(TeamScopedView):
             dataset_version_id=data.validated_data["dataset_version"],
             verifiers=data.validated_data["verifiers"],
             params=data.validated_data["params"],
+            eval_dataset_version_id=data.validated_data["eval_dataset_version"],
         )
         return Response(JobOutput(job).data, status=status.HTTP_201_CREATED)
 

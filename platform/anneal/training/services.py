@@ -18,7 +18,7 @@ from anneal.verifiers.models import VerifierVersion
 from gpu_jobs.config import GRPOJobConfig
 
 # Fields of the engine's config that a user sets; the rest (rows, paths) the platform fills in.
-_PLATFORM_FIELDS = {"model_store", "output_dir", "rows", "verifiers"}
+_PLATFORM_FIELDS = {"model_store", "output_dir", "rows", "verifiers", "eval_rows"}
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(GRPOJobConfig) if f.name not in _PLATFORM_FIELDS)
 
 
@@ -64,14 +64,26 @@ def job_launch(
     dataset_version_id: int,
     verifiers: list[dict],
     params: dict | None = None,
+    eval_dataset_version_id: int | None = None,
 ) -> Job:
-    """Freeze a job spec and queue it on the gpu queue. ``verifiers``: [{"verifier_version": id, "weight"}]."""
+    """Freeze a job spec and queue it on the gpu queue. ``verifiers``: [{"verifier_version": id, "weight"}].
+
+    ``eval_dataset_version_id``: held-out rows the job is evaluated on, per domain, before, during and after.
+    """
     name = (name or "").strip() or "untitled job"
     version = DatasetVersion.objects.filter(pk=dataset_version_id, dataset__team=team).first()
     if version is None:
         raise InputError(
             f"no dataset version with id {dataset_version_id} in team '{team.name}'", field="dataset_version"
         )
+    eval_version = None
+    if eval_dataset_version_id is not None:
+        eval_version = DatasetVersion.objects.filter(pk=eval_dataset_version_id, dataset__team=team).first()
+        if eval_version is None:
+            raise InputError(
+                f"no dataset version with id {eval_dataset_version_id} in team '{team.name}'",
+                field="eval_dataset_version",
+            )
     if not verifiers:
         raise InputError("choose at least one verifier", field="verifiers")
     chosen: list[tuple[VerifierVersion, float]] = []
@@ -95,6 +107,7 @@ def job_launch(
     spec = {
         **hyper,
         "dataset_version": version.id,
+        "eval_dataset_version": eval_version.id if eval_version else None,
         "verifiers": [
             {"name": vv.verifier.name, "verifier_version": vv.id, "version": vv.number, "weight": w}
             for vv, w in chosen

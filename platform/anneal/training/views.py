@@ -107,3 +107,9 @@ def job_retry_view(request, pk: int):
         return redirect("job-detail", pk=job.pk)
     messages.success(request, f"Job #{new.pk} runs job #{job.pk}'s spec again.")
     return redirect("job-detail", pk=new.pk)
+
+
+@login_required
+def dashboards(request):
+    """The Dash dashboards: runs compared by metric, and held-out evaluation per domain and checkpoint."""
+    return render(request, "training/dashboards.html")

@@ -1,0 +1,114 @@
+"""The Dash dashboards answer through django-plotly-dash with the signed-in user's teams only."""
+
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from anneal.accounts.models import Organisation
+from anneal.accounts.services import team_create
+from anneal.datasets.services import dataset_version_create_from_rows
+from anneal.training.events import job_events_record
+from anneal.training.services import job_launch
+from anneal.verifiers.services import verifier_create
+
+pytestmark = pytest.mark.django_db
+
+
+def launch(user, team, name, *, evaluated=False):
+    version = dataset_version_create_from_rows(
+        team=team, user=user, name=f"d-{name}", rows=[{"prompt": "1+1="}] * 8
+    )
+    verifier = verifier_create(team=team, user=user, name=f"v-{name}", spec={"type": "exact_match"})
+    return job_launch(
+        team=team,
+        user=user,
+        name=name,
+        dataset_version_id=version.id,
+        verifiers=[{"verifier_version": verifier.latest_version.id}],
+        eval_dataset_version_id=version.id if evaluated else None,
+    )
+
+
+@pytest.fixture
+def world(settings, tmp_path):
+    settings.DATASET_DIR = tmp_path
+    org = Organisation.objects.create(name="Acme")
+    owner, outsider = User.objects.create_user("owner"), User.objects.create_user("outsider")
+    ours = launch(owner, team_create(organisation=org, name="Core", owner=owner), "ours", evaluated=True)
+    theirs = launch(
+        outsider, team_create(organisation=org, name="Rivals", owner=outsider), "theirs", evaluated=True
+    )
+    for job in (ours, theirs):
+        job_events_record(
+            job_id=job.pk,
+            events=[
+                ("metric", {"step": 0, "eval/mean": 0.2, "eval/math": 0.1, "eval/code": 0.3}),
+                ("metric", {"step": 1, "reward": 0.5}),
+                ("metric", {"step": 2, "reward": 0.7}),
+                ("metric", {"step": 2, "eval/mean": 0.6, "eval/math": 0.5, "eval/code": 0.7}),
+            ],
+        )
+    client = Client()
+    client.force_login(owner)
+    return {"client": client, "ours": ours, "theirs": theirs}
+
+
+def dash_update(client, app: str, output: str, inputs: list[dict]) -> dict:
+    body = {"output": output, "outputs": [], "inputs": inputs, "changedPropIds": []}
+    response = client.post(
+        f"/django_plotly_dash/app/{app}/_dash-update-component",
+        json.dumps(body),
+        content_type="application/json",
+    )
+    assert response.status_code == 200, response.content[:500]
+    return json.loads(response.content)["response"]
+
+
+def test_the_page_embeds_both_dashboards(world):
+    page = world["client"].get("/dashboards/")
+    assert page.status_code == 200
+    assert b"/django_plotly_dash/app/CompareRuns/" in page.content
+    assert b"/django_plotly_dash/app/EvaluationHeatmap/" in page.content
+
+
+def test_compare_runs_offers_and_draws_only_the_users_jobs(world):
+    client, ours, theirs = world["client"], world["ours"], world["theirs"]
+    choices = dash_update(
+        client,
+        "CompareRuns",
+        "..jobs.options...jobs.value..",
+        [{"id": "metric", "property": "id", "value": "metric"}],
+    )
+    offered = [option["value"] for option in choices["jobs"]["options"]]
+    assert offered == [ours.pk]
+    figure = dash_update(
+        client,
+        "CompareRuns",
+        "chart.figure",
+        [
+            {"id": "jobs", "property": "value", "value": [ours.pk, theirs.pk]},
+            {"id": "metric", "property": "value", "value": "reward"},
+        ],
+    )["chart"]["figure"]
+    assert [trace["name"] for trace in figure["data"]] == [f"#{ours.pk} ours"]
+    assert figure["data"][0]["x"] == [1, 2] and figure["data"][0]["y"] == [0.5, 0.7]
+
+
+def test_the_heatmap_shows_base_and_checkpoint_per_domain(world):
+    client, ours, theirs = world["client"], world["ours"], world["theirs"]
+    figure = dash_update(
+        client, "EvaluationHeatmap", "heatmap.figure", [{"id": "job", "property": "value", "value": ours.pk}]
+    )
+    heat = figure["heatmap"]["figure"]["data"][0]
+    assert heat["x"] == ["base", "step 2"]
+    assert heat["y"] == ["code", "math", "mean"]
+    assert heat["z"] == [[0.3, 0.7], [0.1, 0.5], [0.2, 0.6]]
+    other = dash_update(
+        client,
+        "EvaluationHeatmap",
+        "heatmap.figure",
+        [{"id": "job", "property": "value", "value": theirs.pk}],
+    )
+    assert other["heatmap"]["figure"]["data"] == []
