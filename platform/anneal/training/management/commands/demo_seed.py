@@ -14,6 +14,7 @@ from gpu_jobs.addition import addition_rows
 
 DEMO_USER, DEMO_PASSWORD = "demo", "anneal-demo"
 DATASET = "two-digit addition"
+EVAL_DATASET = "two-digit addition (held-out)"
 VERIFIERS = {
     "exact answer": ({"type": "exact_match", "reference_field": "answer"}, 1.0),
     "python tests": ({"type": "python_tests", "tests_field": "tests", "scoring": "all_or_nothing"}, 0.5),
@@ -37,12 +38,12 @@ class Command(BaseCommand):
             role=Role.OWNER,
             staff=True,
         )
-        dataset = Dataset.objects.filter(team=team, name=DATASET).first()
-        version = dataset.latest_version if dataset else None
-        if version is None:
-            version = dataset_version_create_from_rows(
-                team=team, user=user, name=DATASET, rows=addition_rows(n=512, seed=1)
-            )
+        version = _latest_or_create(
+            team=team, user=user, name=DATASET, rows=lambda: addition_rows(n=512, seed=1)
+        )
+        held_out = _latest_or_create(
+            team=team, user=user, name=EVAL_DATASET, rows=lambda: addition_rows(n=200, seed=2, split="test")
+        )
         verifier_versions = []
         for name, (spec, weight) in VERIFIERS.items():
             verifier = Verifier.objects.filter(team=team, name=name).first()
@@ -67,6 +68,14 @@ class Command(BaseCommand):
             dataset_version_id=version.id,
             verifiers=verifier_versions,
             # Larger groups of prompts per step are what makes GRPO improve the tiny model (FINDINGS.md).
-            params={"max_steps": steps, "prompts_per_step": 16, "num_generations": 8},
+            params={"max_steps": steps, "prompts_per_step": 16, "num_generations": 8, "eval_steps": 20},
+            eval_dataset_version_id=held_out.id,
         )
         self.stdout.write(f"Watch the job live: {base_url}/jobs/{job.id}/")
+        self.stdout.write(f"Dashboards: {base_url}/dashboards/   Admin: {base_url}/admin/   API: {base_url}/api/docs/")
+
+
+def _latest_or_create(*, team, user, name: str, rows):
+    dataset = Dataset.objects.filter(team=team, name=name).first()
+    version = dataset.latest_version if dataset else None
+    return version or dataset_version_create_from_rows(team=team, user=user, name=name, rows=rows())
