@@ -39,11 +39,15 @@ class RolloutBudget:
         self.tokens, self.at = burst, time.monotonic()
 
     def take(self) -> bool:
+        return self.take_many(1)
+
+    def take_many(self, count: int) -> bool:
+        """Take ``count`` tokens if there are that many; otherwise take none."""
         now = time.monotonic()
         self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
         self.at = now
-        if self.tokens >= 1:
-            self.tokens -= 1
+        if self.tokens >= count:
+            self.tokens -= count
             return True
         return False
 
@@ -86,7 +90,13 @@ class JobEventsConsumer(AsyncJsonWebsocketConsumer):
         """The stream is one-way; whatever a client sends is ignored."""
 
     async def job_events(self, message: dict) -> None:
-        events = [event for event in message["events"] if event["seq"] > self.last_sent]
+        events = message["events"]
+        if message.get("frame") and events[0]["seq"] == self.last_sent + 1 and self._keeps_all(events):
+            # The common case: the next batch, nothing to sample out. Forward the writer's encoding.
+            await self.send(text_data=message["frame"])
+            self.last_sent = events[-1]["seq"]
+            return
+        events = [event for event in events if event["seq"] > self.last_sent]
         if events and events[0]["seq"] > self.last_sent + 1:
             await self._send_from_database(keep_rollout=self._live_keep)
             events = [event for event in events if event["seq"] > self.last_sent]
@@ -95,6 +105,10 @@ class JobEventsConsumer(AsyncJsonWebsocketConsumer):
 
     def _live_keep(self, event: dict) -> bool:
         return self.budget.take()
+
+    def _keeps_all(self, events: list[dict]) -> bool:
+        rollouts = sum(1 for event in events if event["kind"] == EventKind.ROLLOUT)
+        return rollouts == 0 or self.budget.take_many(rollouts)
 
     async def _send_from_database(self, *, keep_rollout) -> None:
         while True:

@@ -59,12 +59,14 @@ def broadcast_on_commit(group: str, events: list[dict]) -> None:
     A failed send is logged, not raised: the events are stored, and a client fills the gap from the
     database when the next message arrives or when it reconnects.
     """
-    # Round-trip through JSON now so an unserialisable payload fails in the writer, not in a consumer.
-    events = json.loads(json.dumps(events))
+    # Encode once here: an unserialisable payload fails in the writer, not in a consumer, and every consumer
+    # that forwards the batch whole sends this text instead of encoding the same frame again.
+    frame = json.dumps({"type": "events", "events": events, "skipped": []})
+    events = json.loads(frame)["events"]
 
     def send() -> None:
         try:
-            _sender.group_send(group, {"type": "job.events", "events": events})
+            _sender.group_send(group, {"type": "job.events", "events": events, "frame": frame})
         except Exception:
             logger.exception("could not broadcast %d event(s) to %s", len(events), group)
 
