@@ -92,7 +92,12 @@ def main(
         dataloader_num_workers=0,
     )
     reporter = ReportingCallback(
-        config=config, sink=sink, checkpoints=checkpoints, save_root=output_dir / "saves", scorers=scorers
+        config=config,
+        sink=sink,
+        checkpoints=checkpoints,
+        save_root=output_dir / "saves",
+        scorers=scorers,
+        step_metrics=recorder.step_metrics,
     )
     trainer = GRPOTrainer(
         model=str(model_dir),
@@ -130,24 +135,49 @@ class RolloutRecorder:
         self.sink = sink
         self.pending: dict[str, list[ScoreResult]] = {}
         self.emitted: dict[int, int] = defaultdict(int)
+        # Metrics TRL does not compute, per step, merged into that step's metric event by the callback.
+        self.step_metrics: dict[int, dict[str, float]] = defaultdict(dict)
 
     def reward_function(self, *, name: str, scorer: Scorer) -> Any:
         def reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
             rows = [self.rows[index] for index in kwargs[ROW_INDEX_COLUMN]]
             texts = [_text(completion) for completion in completions]
+            # TRL's global_step counts finished steps; the metrics of this step will carry global_step + 1.
+            step = kwargs["trainer_state"].global_step + 1
+            started = time.perf_counter()
             results = scorer.score_batch(rows, texts)
+            self.step_metrics[step][f"verify_time/{name}"] = time.perf_counter() - started
             self.pending[name] = results
             if name == self.last_name:
-                # TRL's global_step counts finished steps; the metrics of this step will carry global_step + 1.
-                self._emit(
-                    step=kwargs["trainer_state"].global_step + 1, rows=rows, prompts=prompts, texts=texts
-                )
+                self.step_metrics[step].update(self._pass_rates(rows))
+                self._emit(step=step, rows=rows, prompts=prompts, texts=texts)
             return [result.score for result in results]
 
         # TRL names a reward function's metrics after __name__.
         reward.__name__ = name
         reward.__qualname__ = name
         return reward
+
+    def _pass_rates(self, rows: list[dict]) -> dict[str, float]:
+        """Share of completions that every weighted verifier passed (scored 1), and the mean normalised
+        reward, overall and per domain (a row's "domain" column)."""
+        weighted = {name: results for name, results in self.pending.items() if self.weights[name] > 0}
+        total_weight = sum(self.weights[name] for name in weighted) or 1.0
+        groups: dict[str, list[tuple[bool, float]]] = defaultdict(list)
+        for index, row in enumerate(rows):
+            passed = all(results[index].score >= 1.0 for results in weighted.values())
+            reward = sum(self.weights[name] * results[index].score for name, results in weighted.items())
+            outcome = (passed, reward / total_weight)
+            groups["all"].append(outcome)
+            if row.get("domain"):
+                groups[str(row["domain"])].append(outcome)
+        metrics = {}
+        for domain, outcomes in groups.items():
+            suffix = "" if domain == "all" else f"/{domain}"
+            metrics[f"pass_rate{suffix}"] = sum(passed for passed, _ in outcomes) / len(outcomes)
+            if suffix:
+                metrics[f"reward{suffix}"] = sum(reward for _, reward in outcomes) / len(outcomes)
+        return metrics
 
     def _emit(self, *, step: int, rows: list[dict], prompts: list, texts: list[str]) -> None:
         pending, self.pending = self.pending, {}
@@ -189,8 +219,10 @@ class ReportingCallback(TrainerCallback):
         checkpoints: CheckpointStore,
         save_root: Path,
         scorers: dict[str, Scorer],
+        step_metrics: dict[int, dict[str, float]],
     ) -> None:
         self.config = config
+        self.step_metrics = step_metrics
         self.scorers = scorers
         self.last_eval_step: int | None = None
         self.sink = sink
@@ -219,6 +251,7 @@ class ReportingCallback(TrainerCallback):
             # The trainer's closing summary, not a step's metrics.
             return
         payload = metric_payload(step=state.global_step, logs=logs)
+        payload.update(self.step_metrics.pop(state.global_step, {}))
         if "reward" in payload:
             self.last_reward = payload["reward"]
         self.sink.emit("metric", payload)

@@ -17,7 +17,17 @@ app.layout = html.Div(
                 html.Label(
                     ["Jobs", dcc.Dropdown(id="jobs", multi=True, placeholder="choose jobs to compare")]
                 ),
-                html.Label(["Metric", dcc.Dropdown(id="metric", value="reward", clearable=False)]),
+                html.Label(
+                    [
+                        "Metric",
+                        dcc.Dropdown(
+                            id="metric",
+                            value="reward",
+                            options=[{"label": "reward", "value": "reward"}],
+                            clearable=False,
+                        ),
+                    ]
+                ),
             ],
             style={
                 "display": "grid",

@@ -202,3 +202,14 @@ def test_held_out_evaluation_per_domain_before_during_and_after(tmp_path):
 def test_eval_rows_are_checked():
     with pytest.raises(ValueError, match=r"eval_rows\[1\].prompt"):
         job_config(Path("/tmp/x"), eval_rows=[{"prompt": "1+1="}, {"answer": "2"}])
+
+
+def test_pass_rate_verifier_time_and_per_domain_metrics(tmp_path):
+    rows = [dict(row, domain="small" if int(row["answer"]) < 100 else "large") for row in ROWS]
+    _, sink = run(tmp_path, max_steps=2, rows=rows, beta=0.0)
+    for metric in sink.of_kind("metric"):
+        assert 0.0 <= metric["pass_rate"] <= min(metric["rewards/exact"], metric["rewards/number"]) + 1e-9
+        assert metric["verify_time/exact"] >= 0 and metric["verify_time/number"] >= 0
+        domains = {key.removeprefix("pass_rate/") for key in metric if key.startswith("pass_rate/")}
+        assert domains and domains <= {"small", "large"}
+        assert all(0.0 <= metric[f"reward/{domain}"] <= 1.0 for domain in domains)

@@ -301,6 +301,11 @@
       if (key === "reward_high") {
         return { trace: { name: "± std", line: { width: 0 }, fill: "tonexty", fillcolor: "rgba(255,127,14,0.15)", hoverinfo: "skip" } };
       }
+      if (key === "eval/mean") {
+        return { trace: { name: "held-out (greedy)", mode: "lines+markers", line: { width: 2, dash: "dash" }, marker: { size: 7, symbol: "diamond" } } };
+      }
+      var domain = /^reward\/(.+)$/.exec(key);
+      if (domain) return { trace: { name: "domain " + domain[1], line: { width: 1.6, dash: "dot" } } };
       var match = /^rewards\/(.+?)(\/mean)?$/.exec(key);
       if (!match || /\/std$/.test(key)) return null;
       return { trace: { name: match[1], line: { width: 1.6 } } };
@@ -309,22 +314,31 @@
   // Training signals, one small panel each, in the order they first arrive (KL only exists with a KL
   // penalty): what drifts first when a policy starts to game its verifier.
   var SIGNALS = {
-    completion_length: "completion length", entropy: "entropy", kl: "KL", step_time: "step time (s)",
-    frac_reward_zero_std: "groups with no signal", grad_norm: "grad norm",
+    pass_rate: "pass rate (all verifiers passed)", completion_length: "completion length", entropy: "entropy",
+    kl: "KL", step_time: "step time (s)", frac_reward_zero_std: "groups with no signal", grad_norm: "grad norm",
   };
-  var signalLayout = { grid: { rows: 2, columns: 3, pattern: "independent" }, showlegend: false, margin: { l: 40, r: 8, t: 24, b: 28 }, annotations: [] };
+  function signalTitle(key) {
+    if (SIGNALS[key]) return SIGNALS[key];
+    var verify = /^verify_time\/(.+)$/.exec(key);
+    if (verify) return "verifier time (s): " + verify[1];
+    var pass = /^pass_rate\/(.+)$/.exec(key);
+    return pass ? "pass rate: " + pass[1] : null;
+  }
+  var MAX_PANELS = 9;
+  var signalLayout = { grid: { rows: 3, columns: 3, pattern: "independent" }, showlegend: false, margin: { l: 40, r: 8, t: 24, b: 28 }, annotations: [] };
   var panels = 0;
   var signalChart = lineChart($("signals-chart"), signalLayout, function (key) {
-    if (!SIGNALS[key] || panels >= 6) return null;
+    var title = signalTitle(key);
+    if (!title || panels >= MAX_PANELS) return null;
     panels += 1;
     var n = panels === 1 ? "" : String(panels);
     signalLayout["xaxis" + n] = Object.assign({}, grid);
     signalLayout["yaxis" + n] = Object.assign({}, grid);
     signalLayout.annotations.push({
-      text: SIGNALS[key], showarrow: false, xref: "x" + n + " domain", yref: "y" + n + " domain", x: 0, y: 1.12,
+      text: title, showarrow: false, xref: "x" + n + " domain", yref: "y" + n + " domain", x: 0, y: 1.12,
       xanchor: "left", font: { size: 11, color: "#5b6473" },
     });
-    return { trace: { name: SIGNALS[key], xaxis: "x" + n, yaxis: "y" + n, line: { width: 1.6 } } };
+    return { trace: { name: title, xaxis: "x" + n, yaxis: "y" + n, line: { width: 1.6 } } };
   });
 
   function addPoints(p) {
