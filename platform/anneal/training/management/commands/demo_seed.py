@@ -67,12 +67,21 @@ class Command(BaseCommand):
             name="demo: GRPO on two-digit addition",
             dataset_version_id=version.id,
             verifiers=verifier_versions,
-            # Larger groups of prompts per step are what makes GRPO improve the tiny model (FINDINGS.md).
-            params={"max_steps": steps, "prompts_per_step": 16, "num_generations": 8, "eval_steps": 20},
+            # Many prompts a step and a gentle learning rate: on the warmed-up tiny model, 16 prompts or a
+            # learning rate of 1e-4 and above made held-out accuracy fall, 32 prompts at 3e-5 raised it.
+            params={
+                "max_steps": steps,
+                "prompts_per_step": 32,
+                "num_generations": 8,
+                "learning_rate": 3e-5,
+                "eval_steps": 20,
+            },
             eval_dataset_version_id=held_out.id,
         )
         self.stdout.write(f"Watch the job live: {base_url}/jobs/{job.id}/")
-        self.stdout.write(f"Dashboards: {base_url}/dashboards/   Admin: {base_url}/admin/   API: {base_url}/api/docs/")
+        self.stdout.write(
+            f"Dashboards: {base_url}/dashboards/   Admin: {base_url}/admin/   API: {base_url}/api/docs/"
+        )
 
 
 def _latest_or_create(*, team, user, name: str, rows):
