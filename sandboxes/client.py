@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+
 from sandboxes.registry import BACKEND_NAMES, get_backend
+from sandboxes.remote import running_host
 from sandboxes.types import RunRequest, RunResult
 
 TASK_NAME = "sandbox.run_many"
 QUEUE = "sandbox"
+POLL_S = 0.25
+MAX_SENDS = 3  # a batch is sent to at most this many hosts before the client gives up
+
+
+class BatchLostError(RuntimeError):
+    """Every host a batch was sent to died before it finished."""
 
 
 class SandboxClient:
@@ -18,8 +28,13 @@ class SandboxClient:
         broker_url: str | None = None,
         result_backend_url: str | None = None,
         timeout_s: float = 120.0,
+        queue: str = QUEUE,
+        team: str | None = None,
     ) -> None:
-        """Remote mode needs `broker_url` and `result_backend_url` and a worker consuming the "sandbox" queue."""
+        """Remote mode needs `broker_url` and a Redis `result_backend_url`, and a worker consuming `queue`.
+
+        `team` (remote mode): the team whose sandbox quota the batches count against (none when None).
+        """
         if mode not in ("local", "remote"):
             raise ValueError(f"mode must be 'local' or 'remote', got {mode!r}")
         if backend not in BACKEND_NAMES:
@@ -31,19 +46,58 @@ class SandboxClient:
         self.mode = mode
         self.backend = backend
         self.timeout_s = timeout_s
+        self.queue = queue
+        self.team = team
+        self.last_hosts: list[str] = []  # remote mode: the hosts seen running the last batch, in order
         self._celery = None
         if mode == "remote":
             from celery import Celery  # only remote clients pay for importing Celery
 
             self._celery = Celery("anneal-sandbox-client", broker=broker_url, backend=result_backend_url)
 
-    def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
-        """One result per request, in order. Remote mode raises celery's TimeoutError after `timeout_s`."""
+    def run_many(self, requests: list[RunRequest], *, batch_id: str | None = None) -> list[RunResult]:
+        """One result per request, in order.
+
+        Remote mode: the batch goes to the queue under `batch_id` (a new uuid by default); if the host
+        running it dies, it is sent again (at most MAX_SENDS times in all, else BatchLostError); celery's
+        TimeoutError after `timeout_s` in all.
+        """
         if not requests:
             return []
         if self._celery is None:
             return get_backend(self.backend).run_many(requests)
-        async_result = self._celery.send_task(
-            TASK_NAME, args=[[request.to_dict() for request in requests], self.backend], queue=QUEUE
+        return [RunResult.from_dict(d) for d in self._run_remote(requests, batch_id or uuid.uuid4().hex)]
+
+    def _run_remote(self, requests: list[RunRequest], batch_id: str) -> list[dict]:
+        from celery.exceptions import TimeoutError as CeleryTimeoutError
+
+        payload = [[request.to_dict() for request in requests], self.backend]
+        kwargs = {"team": self.team} if self.team else {}
+        redis = self._celery.backend.client
+        deadline = time.monotonic() + self.timeout_s
+        self.last_hosts = []
+        sends, seen_running = 1, None
+        result = self._celery.send_task(
+            TASK_NAME, args=payload, kwargs=kwargs, queue=self.queue, task_id=batch_id
         )
-        return [RunResult.from_dict(d) for d in async_result.get(timeout=self.timeout_s)]
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CeleryTimeoutError(f"sandbox batch {batch_id} had no result after {self.timeout_s} s")
+            try:
+                return result.get(timeout=min(POLL_S, remaining))
+            except CeleryTimeoutError:
+                pass
+            host = running_host(redis, batch_id)
+            if host is not None:
+                if host != seen_running:
+                    self.last_hosts.append(host)
+                seen_running = host
+                continue
+            if seen_running is None or result.ready():
+                continue  # not started yet (queued), or finished between the two reads
+            if sends >= MAX_SENDS:
+                raise BatchLostError(f"sandbox batch {batch_id}: {sends} hosts died running it")
+            # The host's heartbeat lapsed without a result: it died. Same id, so one result in the end.
+            self._celery.send_task(TASK_NAME, args=payload, kwargs=kwargs, queue=self.queue, task_id=batch_id)
+            sends, seen_running = sends + 1, None

@@ -4,14 +4,16 @@ from django.conf import settings
 
 from anneal.datasets.services import dataset_upload_ingest
 from anneal.training.housekeeping import jobs_reap_stale, rollouts_prune
-from sandboxes.service import run_many_dicts
+from sandboxes.service import run_batch
 from workers.celery_app import app
 from workers.job_runner import job_run_supervised
 
 
-@app.task(name="datasets.ingest")
-def dataset_ingest(upload_id: int) -> str:
-    return dataset_upload_ingest(upload_id=upload_id).state
+@app.task(name="datasets.ingest", bind=True)
+def dataset_ingest(self, upload_id: int) -> str:
+    # Redelivered (acks late) after the worker died mid-ingest: the service fails the upload, not loops on it.
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    return dataset_upload_ingest(upload_id=upload_id, redelivered=redelivered).state
 
 
 @app.task(name="training.run_job", acks_late=True)
@@ -19,9 +21,25 @@ def job_run(job_id: int) -> str:
     return job_run_supervised(job_id=job_id)
 
 
-@app.task(name="sandbox.run_many")
-def sandbox_run_many(requests: list[dict], backend: str | None = None) -> list[dict]:
-    return run_many_dicts(requests, backend or settings.SANDBOX_BACKEND)
+@app.task(name="sandbox.run_many", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+def sandbox_run_many(
+    self, requests: list[dict], backend: str | None = None, team: str | None = None
+) -> list[dict]:
+    # A batch re-sent after its host died (sandboxes/remote.py) may also have finished there: keep that result.
+    previous = self.AsyncResult(self.request.id)
+    if previous.successful():
+        return previous.result
+    results = run_batch(
+        requests,
+        backend or settings.SANDBOX_BACKEND,
+        batch_id=self.request.id,
+        redis=self.backend.client,  # the Redis result backend's client: heartbeats, quotas, statistics
+        team=team,
+        quota=settings.SANDBOX_TEAM_QUOTA,
+    )
+    if results is None:  # the team's quota is full: wait for its other batches, leaving this host free
+        raise self.retry(countdown=0.2)
+    return results
 
 
 @app.task(name="housekeeping.reap_stale_jobs")

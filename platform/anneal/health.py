@@ -1,4 +1,5 @@
-"""GET /healthz: database, Redis, Celery workers per queue and the sandbox backend, each with a status."""
+"""GET /healthz: database, Redis, Celery workers per queue and the sandbox backend, each with a status; the
+sandbox check carries the fleet's figures too (queue depth, p50/p99 latency and error rates per backend)."""
 
 import time
 
@@ -51,7 +52,21 @@ def _sandbox() -> dict:
     health = get_backend(settings.SANDBOX_BACKEND).health()
     if not health.get("ok"):
         raise RuntimeError(health.get("detail", "sandbox backend unhealthy"))
-    return health
+    return {**health, "fleet": _sandbox_fleet()}
+
+
+def _sandbox_fleet() -> dict:
+    """Queue depth, p50/p99 latency and error rates per backend, as the sandbox hosts recorded them.
+
+    Figures only: Redis failing here is already the "redis" check's failure, so it is reported, not raised.
+    """
+    from anneal.sandboxes_view import fleet_redis
+    from sandboxes import fleet
+
+    try:
+        return fleet.snapshot(fleet_redis())
+    except Exception as exc:  # noqa: BLE001 - a health page reports every failure rather than raising
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def healthz(request) -> JsonResponse:

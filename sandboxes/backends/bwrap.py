@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from sandboxes.backends.base import SandboxBackend
+from sandboxes.backends.bwrap_launcher import BwrapLauncher
 from sandboxes.backends.process_limit import PidsCgroupParent, RunCgroup, user_task_count
+from sandboxes.backends.warm_pool import WarmPool
 from sandboxes.types import Limits, RunRequest, RunResult, Status
 
 WORKDIR = "/tmp/work"
@@ -66,16 +68,44 @@ class BwrapBackend(SandboxBackend):
     name = "bwrap"
 
     def __init__(
-        self, *, bwrap_path: str | None = None, python_path: str = "/usr/bin/python3", workers: int = 2
+        self,
+        *,
+        bwrap_path: str | None = None,
+        python_path: str = "/usr/bin/python3",
+        workers: int = 2,
+        pool_size: int = 0,
+        recycle_after: int = 200,
     ) -> None:
-        """`python_path` must be a system interpreter under /usr (the only host tree the sandbox sees)."""
+        """`python_path` must be a system interpreter under /usr (the only host tree the sandbox sees).
+
+        pool_size > 0 keeps that many warm sandboxes with a fork server each (see warm_pool.py) for requests
+        with the default tmpfs size; other requests, and every request when pool_size is 0, start a fresh
+        bwrap ("cold"). A warm sandbox is replaced after `recycle_after` runs or any anomaly.
+        """
         self.bwrap_path = bwrap_path or shutil.which("bwrap") or "/usr/bin/bwrap"
         self.prlimit_path = shutil.which("prlimit") or "/usr/bin/prlimit"
         self.python_path = python_path
-        self.workers = workers
+        self.workers = max(workers, pool_size)
         self._pids_parent = PidsCgroupParent.find()
+        self.pool: WarmPool | None = None
+        self.pool_tmpfs_mb = Limits().tmpfs_mb
+        if pool_size > 0:
+            self.pool = WarmPool(
+                make_launcher=lambda: BwrapLauncher(backend=self, tmpfs_mb=self.pool_tmpfs_mb),
+                size=pool_size,
+                recycle_after=recycle_after,
+            )
 
     def run(self, request: RunRequest) -> RunResult:
+        problem = self._request_problem(request)
+        if problem:
+            return RunResult(Status.SANDBOX_ERROR, None, "", problem, 0.0)
+        if self.pool is not None and request.limits.tmpfs_mb == self.pool_tmpfs_mb:
+            return self.pool.run(request)
+        return self.run_cold(request)
+
+    def run_cold(self, request: RunRequest) -> RunResult:
+        """One fresh bwrap for this request alone."""
         started = time.monotonic()
         problem = self._request_problem(request)
         if problem:
@@ -119,6 +149,13 @@ class BwrapBackend(SandboxBackend):
         detail = (
             f"bwrap at {self.bwrap_path}; python {self.python_path}; processes capped by {self.process_limit}"
         )
+        if self.pool is not None:
+            stats = self.pool.stats
+            detail += (
+                f"; warm pool of {self.pool.size} (recycled after {self.pool.recycle_after} runs): "
+                f"{stats.warm_runs} warm runs, {stats.started} sandboxes started, {stats.recycled} recycled, "
+                f"{stats.discarded} discarded after an anomaly"
+            )
         if not ok:
             detail += f"; test program gave {result.status}: {result.stderr.strip()[-300:]}"
         return {"ok": ok, "backend": self.name, "detail": detail}
@@ -147,20 +184,13 @@ class BwrapBackend(SandboxBackend):
             return None
         return self._pids_parent.create(pids=limits.pids + BWRAP_TASKS)
 
-    def _command(self, request: RunRequest, fds: _FdBag, cgroup: RunCgroup | None) -> list[str]:
-        limits = request.limits
-        cpu = math.ceil(limits.cpu_s)
-        prlimit = [
-            self.prlimit_path,
-            f"--as={limits.memory_mb * 2**20}",
-            f"--cpu={cpu}:{cpu + 1}",  # SIGXCPU first (reported as a timeout), SIGKILL a second later
-            f"--fsize={limits.file_size_mb * 2**20}",
-            "--core=0",
-        ]
-        if cgroup is None:
-            # RLIMIT_NPROC counts the user's processes outside the sandbox too, so allow for those.
-            prlimit.append(f"--nproc={user_task_count() + limits.pids + BWRAP_TASKS}")
-        bwrap = [
+    def sandbox_args(self, *, tmpfs_mb: int, die_with_parent: bool = True) -> list[str]:
+        """bwrap and its options up to (not including) the program: shared by cold runs and warm sandboxes.
+
+        die_with_parent ties the sandbox to the *thread* that starts it, so warm sandboxes (started from
+        short-lived threads) go without it and end when their socket to the host closes instead.
+        """
+        return [
             self.bwrap_path,
             "--unshare-all",
             "--unshare-user",
@@ -168,7 +198,7 @@ class BwrapBackend(SandboxBackend):
             SANDBOX_UID,
             "--gid",
             SANDBOX_UID,
-            "--die-with-parent",
+            *(["--die-with-parent"] if die_with_parent else []),
             "--new-session",
             "--hostname",
             "sandbox",
@@ -183,16 +213,34 @@ class BwrapBackend(SandboxBackend):
             "--dev",
             "/dev",
             "--size",
-            str(limits.tmpfs_mb * 2**20),
+            str(tmpfs_mb * 2**20),
             "--tmpfs",
             "/tmp",
             "--dir",
             WORKDIR,
             "--chdir",
             WORKDIR,
-            "--json-status-fd",
-            str(fds.status_fd),
+            # bwrap's own root and /dev are tmpfs mounts the program could otherwise write to (unbounded).
+            "--remount-ro",
+            "/dev",
+            "--remount-ro",
+            "/",
         ]
+
+    def _command(self, request: RunRequest, fds: _FdBag, cgroup: RunCgroup | None) -> list[str]:
+        limits = request.limits
+        cpu = math.ceil(limits.cpu_s)
+        prlimit = [
+            self.prlimit_path,
+            f"--as={limits.memory_mb * 2**20}",
+            f"--cpu={cpu}:{cpu + 1}",  # SIGXCPU first (reported as a timeout), SIGKILL a second later
+            f"--fsize={limits.file_size_mb * 2**20}",
+            "--core=0",
+        ]
+        if cgroup is None:
+            # RLIMIT_NPROC counts the user's processes outside the sandbox too, so allow for those.
+            prlimit.append(f"--nproc={user_task_count() + limits.pids + BWRAP_TASKS}")
+        bwrap = [*self.sandbox_args(tmpfs_mb=limits.tmpfs_mb), "--json-status-fd", str(fds.status_fd)]
         main = MAIN_FILE[request.language]
         made_dirs: set[str] = set()
         for name, content in [*request.files.items(), (main, request.code)]:

@@ -1,53 +1,22 @@
-"""Hostile programs against the bubblewrap sandbox: each must stay inside its limits and leave nothing behind."""
+"""Hostile programs that attack the limits: processes, memory, time, output, and the sandbox's own supervisor.
 
-import socket
-import time
+Each runs against every backend variant in conftest.py; each asserts the status a caller would see and, where
+processes are involved, that none outlives the run.
+"""
+
 import uuid
-from pathlib import Path
 
 import pytest
 
 from gpu_jobs.rewards import build_scorer
-from sandboxes.client import SandboxClient
-from sandboxes.registry import get_backend
 from sandboxes.types import Limits, RunRequest, Status
+from tests.security.hostile import BackendClient, assert_nothing_left, python, tagged_python
 
 pytestmark = pytest.mark.security
 
 
-@pytest.fixture(scope="module")
-def backend():
-    return get_backend("bwrap")
-
-
-def python(code: str, **kwargs) -> RunRequest:
-    return RunRequest(language="python", code=code, **kwargs)
-
-
-def tagged_python(code: str, marker: str, **kwargs) -> RunRequest:
-    """A Python program whose every process carries `marker` in its command line, so leftovers can be found."""
-    launcher = f'exec /usr/bin/python3 -S -c "$(cat program.py)" {marker}'
-    return RunRequest(language="shell", code=launcher, files={"program.py": code}, **kwargs)
-
-
-def processes_with(marker: str) -> list[int]:
-    pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if marker.encode() in cmdline.read_bytes():
-                pids.append(int(cmdline.parent.name))
-        except OSError:
-            continue
-    return pids
-
-
-def assert_nothing_left(marker: str) -> None:
-    # Killed processes disappear asynchronously; give the kernel a moment before calling it a leak.
-    for _ in range(40):
-        if not processes_with(marker):
-            return
-        time.sleep(0.05)
-    assert processes_with(marker) == []
+def marker() -> str:
+    return f"anneal-test-{uuid.uuid4().hex}"
 
 
 def test_fork_bomb_is_capped_by_the_process_limit(backend):
@@ -63,19 +32,35 @@ try:
 except OSError:
     print(forks)
 """
-    marker = f"anneal-test-{uuid.uuid4().hex}"
-    result = backend.run(tagged_python(code, marker, limits=Limits(pids=16, wall_s=5)))
+    tag = marker()
+    result = backend.run(tagged_python(code, tag, limits=Limits(pids=16, wall_s=5)))
     assert result.status == Status.OK, result.stderr
     assert int(result.stdout) < 16
-    assert_nothing_left(marker)
+    assert_nothing_left(tag)
 
 
 def test_endless_fork_bomb_times_out_and_leaves_nothing(backend):
     code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
-    marker = f"anneal-test-{uuid.uuid4().hex}"
-    result = backend.run(tagged_python(code, marker, limits=Limits(wall_s=1.5)))
+    tag = marker()
+    result = backend.run(tagged_python(code, tag, limits=Limits(wall_s=1.5)))
     assert result.status == Status.TIMEOUT
-    assert_nothing_left(marker)
+    assert_nothing_left(tag)
+
+
+def test_thread_bomb_is_capped_too(backend):
+    code = """
+import threading, time
+n = 0
+try:
+    while True:
+        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+        n += 1
+except RuntimeError:
+    print(n)
+"""
+    result = backend.run(python(code, limits=Limits(pids=12)))
+    assert result.status == Status.OK, result.stderr
+    assert int(result.stdout) < 12
 
 
 def test_memory_bomb_is_reported_as_memory(backend):
@@ -84,19 +69,28 @@ def test_memory_bomb_is_reported_as_memory(backend):
     assert "MemoryError" in result.stderr
 
 
-def test_infinite_loop_times_out(backend):
-    result = backend.run(python("while True: pass", limits=Limits(wall_s=1, cpu_s=10)))
+def test_infinite_loop_that_ignores_signals_times_out(backend):
+    code = "import signal\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGXCPU):\n    signal.signal(s, signal.SIG_IGN)\nwhile True: pass"
+    result = backend.run(python(code, limits=Limits(wall_s=1, cpu_s=10)))
     assert result.status == Status.TIMEOUT
     assert "wall time limit" in result.stderr
 
 
+def test_cpu_time_runs_out_even_when_sigxcpu_is_ignored(backend):
+    code = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass"
+    result = backend.run(python(code, limits=Limits(cpu_s=1, wall_s=10)))
+    # The hard CPU limit (a second later) is a SIGKILL: a failure with no report, never a pass.
+    assert result.status in (Status.TIMEOUT, Status.FAILED)
+    assert result.status != Status.OK
+
+
 def test_sleeping_past_the_timeout_is_killed_with_its_children(backend):
-    marker = f"anneal-test-{uuid.uuid4().hex}"
-    code = f"sleep 60 {marker} & exec /usr/bin/python3 -S -c 'import time; time.sleep(60)' {marker}"
+    tag = marker()
+    code = f"sleep 60 {tag} & exec /usr/bin/python3 -S -c 'import time; time.sleep(60)' {tag}"
     result = backend.run(RunRequest(language="shell", code=code, limits=Limits(wall_s=1)))
     assert result.status == Status.TIMEOUT
     assert result.exit_code is None
-    assert_nothing_left(marker)
+    assert_nothing_left(tag)
 
 
 def test_a_program_that_closes_its_output_still_times_out(backend):
@@ -106,59 +100,38 @@ def test_a_program_that_closes_its_output_still_times_out(backend):
     assert result.status == Status.TIMEOUT
 
 
-@pytest.mark.parametrize("port", [5432, 6379])
-def test_host_services_are_unreachable(backend, port):
-    code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\nprint('connected')"
-    result = backend.run(python(code))
-    assert result.status == Status.FAILED
-    assert "connected" not in result.stdout
+def test_a_double_forked_daemon_does_not_outlive_the_run(backend):
+    code = """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for fd in (0, 1, 2):
+            os.close(fd)
+        time.sleep(60)
+    os._exit(0)
+print("parent done")
+"""
+    tag = marker()
+    result = backend.run(tagged_python(code, tag))
+    assert (result.status, result.stdout) == (Status.OK, "parent done\n"), result.stderr
+    assert_nothing_left(tag)
 
 
-def test_a_listening_host_socket_is_unreachable(backend):
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        port = server.getsockname()[1]
-        code = (
-            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\nprint('connected')"
-        )
-        result = backend.run(python(code))
-    assert result.status == Status.FAILED
-    assert "connected" not in result.stdout
-
-
-def test_no_network_but_loopback(backend):
-    result = backend.run(python("import socket\nprint([name for _, name in socket.if_nameindex()])"))
-    assert result.stdout == "['lo']\n"
-
-
-def test_host_files_are_invisible(backend, tmp_path):
-    secret = tmp_path / "secret.txt"
-    secret.write_text("host secret")
-    for path in ["/etc/hostname", "/etc/passwd", str(secret), str(Path(__file__).resolve())]:
-        result = backend.run(python(f"print(open({path!r}).read())"))
-        assert result.status == Status.FAILED, path
-        assert "FileNotFoundError" in result.stderr, path
-
-
-def test_system_directories_are_read_only_and_the_program_is_not_root(backend):
-    code = "import os\nprint(os.getuid())\nopen('/usr/evil', 'w')"
-    result = backend.run(python(code))
-    assert result.stdout == "65534\n"
-    assert "Read-only file system" in result.stderr or "Permission denied" in result.stderr
-
-
-def test_host_environment_is_not_visible(backend, monkeypatch):
-    monkeypatch.setenv("ANNEAL_TEST_SECRET", "hunter2")
-    code = "import os, glob\nprint(sorted(os.environ))\nprint([open(p, 'rb').read() for p in glob.glob('/proc/*/environ')])"
-    result = backend.run(python(code))
-    assert result.status == Status.OK, result.stderr
-    assert "hunter2" not in result.stdout
-    assert "ANNEAL_TEST_SECRET" not in result.stdout
-    assert result.stdout.splitlines()[0] == "['HOME', 'LANG', 'PATH', 'PWD']"
-
-
-def test_host_processes_are_invisible(backend):
-    result = backend.run(python("import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))"))
-    assert int(result.stdout) <= 3  # bwrap's pid 1, the program, and nothing of the host
+def test_a_daemon_cannot_reach_into_the_next_run(backend):
+    planted = """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(0.3)
+        open('/tmp/work/planted.txt', 'w').write('from the daemon')
+    os._exit(0)
+"""
+    assert backend.run(python(planted)).status == Status.OK
+    check = "import os, time\ntime.sleep(0.8)\nprint(sorted(os.listdir('/tmp/work')))"
+    result = backend.run(python(check))
+    assert result.stdout == "['main.py']\n", result.stderr
 
 
 def test_stdout_flood_is_truncated_and_stopped(backend):
@@ -177,6 +150,79 @@ def test_stderr_flood_is_truncated_too(backend):
     assert "[output truncated at 5000 bytes]" in result.stderr
 
 
+def test_a_flooding_shell_pipeline_is_stopped(backend):
+    result = backend.run(RunRequest(language="shell", code="yes | cat", limits=Limits(output_bytes=4_000)))
+    assert result.status == Status.OUTPUT_LIMIT
+
+
+def test_ptrace_reaches_nothing_that_outlives_the_run(backend):
+    code = """
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+for pid in sorted({1, os.getppid()} - {os.getpid()}):
+    if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
+        print(pid, "attached")
+        time.sleep(0.05)
+        libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH, so the run can end normally
+    else:
+        print(pid, "refused")
+"""
+    result = backend.run(python(code))
+    assert result.status == Status.OK, result.stderr
+    if backend.pool is not None:
+        # A warm sandbox's pid 1 is the fork server that serves later runs: it must be out of reach.
+        assert result.stdout == "1 refused\n"
+    else:
+        # A cold sandbox's pid 1 is bwrap's own init for this run alone (same uid, no privileges, gone
+        # when the run ends): attaching to it reaches nothing outside the run.
+        assert result.stdout in ("1 refused\n", "1 attached\n")
+    assert backend.run(python("print('next')")).stdout == "next\n"
+
+
+def test_the_supervisors_memory_and_descriptors_are_unreadable(backend):
+    code = """
+import os
+for path in ("/proc/1/mem", "/proc/1/environ", "/proc/1/fd/0"):
+    try:
+        open(path, "rb").read(1)
+        print("read", path)
+    except OSError as exc:
+        print("refused", path, type(exc).__name__)
+"""
+    result = backend.run(python(code))
+    assert result.status == Status.OK, result.stderr
+    assert "read /proc/1/mem" not in result.stdout
+    if backend.pool is not None:  # the warm fork server, which serves later runs, shows nothing at all
+        assert "read" not in result.stdout.split()
+
+
+def test_killing_the_parent_and_pid_1_is_ignored(backend):
+    code = "import os, signal\nfor pid in {1, os.getppid()}:\n    os.kill(pid, signal.SIGKILL)\nprint('still here')"
+    result = backend.run(python(code))
+    assert result.status == Status.OK, result.stderr
+    assert result.stdout == "still here\n"
+    assert backend.run(python("print('next')")).stdout == "next\n"
+
+
+def test_killing_every_process_spares_only_the_caller(backend):
+    tag = marker()
+    code = (
+        "import os, signal, time\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept ProcessLookupError:\n    pass\n"
+        "time.sleep(0.1)\nprint('alive')"
+    )
+    result = backend.run(tagged_python(code, tag))
+    assert (result.status, result.stdout) == (Status.OK, "alive\n"), result.stderr
+    assert_nothing_left(tag)
+    assert backend.run(python("print('next')")).stdout == "next\n"
+
+
+def test_killing_its_own_process_group_is_a_failure(backend):
+    result = backend.run(python("import os, signal\nos.killpg(0, signal.SIGKILL)\nprint('survived')"))
+    assert result.status == Status.FAILED
+    assert "survived" not in result.stdout
+    assert backend.run(python("print('next')")).stdout == "next\n"
+
+
 @pytest.mark.parametrize(
     "program",
     [
@@ -186,8 +232,8 @@ def test_stderr_flood_is_truncated_too(backend):
         'print(\'ANNEAL_REPORT {"nonce": "guess", "passed": [true], "errors": [null]}\')\nimport os\nos._exit(0)',
     ],
 )
-def test_python_tests_scores_zero_when_the_program_exits_before_the_asserts(program):
-    scorer = build_scorer({"type": "python_tests"}, sandbox=SandboxClient())
+def test_python_tests_scores_zero_when_the_program_exits_before_the_asserts(backend, program):
+    scorer = build_scorer({"type": "python_tests"}, sandbox=BackendClient(backend))
     completion = f"```python\n{program}\n```"
     result = scorer.score({"tests": ["assert False, 'the tests ran'"]}, completion)
     assert result.score == 0.0

@@ -1,0 +1,153 @@
+"""Checks per second through the python_tests verifier: each sandbox backend cold and warm, against a baseline.
+
+A check is one code task (bench/tasks/code_tasks.py: a function, its planted solution, its asserts) run by the
+real verifier harness in one sandbox run. Printed side by side, in the same run:
+  baseline    a fresh, unsandboxed `python3 main.py` subprocess per check (2 at a time)
+  bwrap cold  a fresh bubblewrap sandbox per check (2 at a time)
+  bwrap warm  a warm pool of 2 sandboxes, each a fork server: a check costs a fork
+  docker cold a fresh container per check (on a subset: ~0.5 s each), docker warm a pool of 2 containers
+and each warm pool's latency for a trivial program (p50/p90 over sequential runs). The docker rows need the
+Podman Docker API and the image (`make sandbox-image`); they are left out, with the reason, without them.
+Goals on 2 cores: warm >= 300 checks/s fully isolated; trivial warm p50 < 10 ms.
+
+Run: .venv/bin/python bench/sandbox_throughput.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
+
+from bench.tasks.code_tasks import rows  # noqa: E402
+from gpu_jobs.rewards import build_scorer  # noqa: E402
+from sandboxes.backends.bwrap import PYTHON_FLAGS, BwrapBackend  # noqa: E402
+from sandboxes.backends.docker import DockerBackend  # noqa: E402
+from sandboxes.types import RunRequest, RunResult, Status  # noqa: E402
+
+WORKERS = 2
+
+
+class UnsandboxedSubprocess:
+    """The baseline: each request in a fresh temporary directory and a fresh interpreter, no isolation."""
+
+    name = "baseline"
+
+    def run(self, request: RunRequest) -> RunResult:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory() as workdir:
+            for name, content in request.files.items():
+                path = Path(workdir, name)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(content)
+            Path(workdir, "main.py").write_text(request.code)
+            proc = subprocess.run(
+                ["/usr/bin/python3", *PYTHON_FLAGS, "main.py"],
+                cwd=workdir,
+                input=request.stdin,
+                capture_output=True,
+                text=True,
+                timeout=request.limits.wall_s,
+                env={"PATH": "/usr/bin:/bin"},
+            )
+        status = Status.OK if proc.returncode == 0 else Status.FAILED
+        return RunResult(status, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+
+    def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
+        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+            return list(pool.map(self.run, requests))
+
+
+def checks_per_second(backend, task_rows: list[tuple[dict, str]], *, rounds: int) -> tuple[float, int]:
+    """Score every task `rounds` times in batches of one round; returns (checks/s, checks that failed)."""
+    scorer = build_scorer({"type": "python_tests", "tests_field": "tests"}, sandbox=backend)
+    dataset = [row for row, _ in task_rows]
+    completions = [completion for _, completion in task_rows]
+    failed = 0
+    started = time.perf_counter()
+    for _ in range(rounds):
+        results = scorer.score_batch(dataset, completions)
+        failed += sum(1 for result in results if result.score != 1.0)
+    return rounds * len(task_rows) / (time.perf_counter() - started), failed
+
+
+def trivial_latency_ms(backend, *, runs: int) -> tuple[float, float]:
+    request = RunRequest(language="python", code="pass")
+    timings = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = backend.run(request)
+        timings.append((time.perf_counter() - started) * 1000)
+        assert result.status == Status.OK, result
+    timings.sort()
+    return statistics.median(timings), timings[int(len(timings) * 0.9)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="times each task is checked on the warm pool")
+    args = parser.parse_args()
+    task_rows = rows()
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"{len(task_rows)} code tasks; {os.cpu_count()} CPUs; {WORKERS} checks at a time; load average {load}"
+    )
+
+    runs = [
+        ("baseline (unsandboxed subprocess)", UnsandboxedSubprocess(), task_rows, 1),
+        ("bwrap cold", BwrapBackend(pool_size=0, workers=WORKERS), task_rows, 1),
+        ("bwrap warm", BwrapBackend(pool_size=WORKERS, recycle_after=200), task_rows, args.rounds),
+    ]
+    docker_problem = DockerBackend().engine_problem()
+    if docker_problem:
+        print(f"docker rows left out: {docker_problem}")
+    else:
+        runs += [
+            ("docker cold (20 tasks)", DockerBackend(pool_size=0, workers=WORKERS), task_rows[:20], 1),
+            ("docker warm", DockerBackend(pool_size=WORKERS, recycle_after=200), task_rows, args.rounds),
+        ]
+    figures, latencies = [], []
+    for label, backend, subset, rounds in runs:
+        pool = getattr(backend, "pool", None)
+        if pool is not None:
+            started = time.perf_counter()
+            pool.warm_up()
+            print(f"{label}: {WORKERS} sandboxes started in {(time.perf_counter() - started) * 1000:.0f} ms")
+            checks_per_second(backend, subset[:10], rounds=1)  # first-touch costs out of the way
+        rate, failed = checks_per_second(backend, subset, rounds=rounds)
+        figures.append((label, rate, rounds * len(subset), failed))
+        if pool is not None:
+            p50, p90 = trivial_latency_ms(backend, runs=300)
+            stats = pool.stats
+            latencies.append(
+                f"{label}, trivial program: p50 {p50:.2f} ms, p90 {p90:.2f} ms (300 sequential runs); "
+                f"{stats.warm_runs} warm runs, {stats.started} sandboxes started, {stats.recycled} recycled, "
+                f"{stats.discarded} discarded"
+            )
+            pool.close()
+
+    print(f"\n{'backend':<36}{'checks/s':>10}{'checks':>8}{'not 1.0':>9}")
+    for label, rate, count, failed in figures:
+        print(f"{label:<36}{rate:>10.1f}{count:>8}{failed:>9}")
+    base = figures[0][1]
+    print("\n" + "; ".join(f"{label} / baseline: {rate / base:.2f}x" for label, rate, *_ in figures[1:]))
+    for line in latencies:
+        print(line)
+    print("load average at the end: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
+    if any(failed for *_, failed in figures):
+        sys.exit("some planted solutions did not score 1.0: the figures above are not comparable")
+
+
+if __name__ == "__main__":
+    main()

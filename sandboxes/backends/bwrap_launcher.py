@@ -1,0 +1,110 @@
+"""Starts a warm bubblewrap sandbox: the fork server as the pid namespace's init, in a pids cgroup of its own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from typing import TYPE_CHECKING
+
+from sandboxes.backends.process_limit import RunCgroup
+from sandboxes.backends.warm_pool import FORK_SERVER_SOURCE, SandboxStartError
+from sandboxes.types import Limits
+
+if TYPE_CHECKING:
+    from sandboxes.backends.bwrap import BwrapBackend
+
+# Tasks in a warm sandbox's pids cgroup besides the program's: bwrap outside and the fork server.
+SANDBOX_TASKS = 2
+
+
+class BwrapLauncher:
+    def __init__(self, *, backend: BwrapBackend, tmpfs_mb: int) -> None:
+        self._backend = backend
+        self.tmpfs_mb = tmpfs_mb
+        self._cgroup: RunCgroup | None = None
+        self._proc: subprocess.Popen | None = None
+        self.pid: int = 0
+
+    def start(self) -> socket.socket:
+        backend = self._backend
+        if backend._pids_parent is not None:
+            try:
+                self._cgroup = backend._pids_parent.create(pids=Limits().pids + SANDBOX_TASKS)
+            except OSError as exc:
+                raise SandboxStartError(f"could not create a pids cgroup: {exc}") from exc
+        host_sock, inner_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = [
+            # No --die-with-parent: it ties bwrap to the thread that starts it. The sandbox ends when its
+            # socket to this process closes instead (this process exiting or dying included).
+            *backend.sandbox_args(tmpfs_mb=self.tmpfs_mb, die_with_parent=False),
+            # The fork server is the pid namespace's init: nothing inside can SIGKILL it, and every orphan
+            # is re-parented to it for reaping.
+            "--as-pid-1",
+            "--",
+            backend.python_path,
+            "-E",
+            "-s",
+            "-S",
+            "-B",
+            "-c",
+            FORK_SERVER_SOURCE,
+            str(inner_sock.fileno()),
+        ]
+        if self._cgroup is not None:
+            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self._cgroup.procs_file), *argv]
+        try:
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=[inner_sock.fileno()],
+                start_new_session=True,
+                env={},
+            )
+        except OSError as exc:
+            host_sock.close()
+            self.close()
+            raise SandboxStartError(f"could not start bwrap: {exc}") from exc
+        finally:
+            inner_sock.close()
+        self.pid = self._proc.pid
+        return host_sock
+
+    def set_pids(self, pids: int) -> None:
+        if self._cgroup is not None:
+            (self._cgroup.path / "pids.max").write_text(str(pids + SANDBOX_TASKS))
+
+    def only_own_tasks_left(self) -> bool:
+        if self._cgroup is None:
+            return True
+        try:
+            return len(self._cgroup.procs_file.read_text().split()) <= SANDBOX_TASKS
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        if self._proc is not None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._proc.wait()
+            if self._proc.stderr is not None:
+                self._proc.stderr.close()
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
+            self._cgroup.remove()
+            self._cgroup = None
+
+    def diagnostics(self) -> str:
+        if self._proc is None or self._proc.stderr is None:
+            return "bwrap did not start"
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        text = self._proc.stderr.read().decode(errors="replace")
+        return text.strip()[-500:] or f"bwrap exited with {self._proc.wait()}"

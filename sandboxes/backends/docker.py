@@ -1,0 +1,295 @@
+"""The docker backend: containers through the `docker` SDK, against any engine that speaks the Docker API.
+
+Production uses the Docker Engine; here it is Podman's Docker API service (scripts/sandbox-image.sh starts it
+and builds the image from Debian's packages). Each container runs the same fork server as a warm bubblewrap
+sandbox (fork_server.py) as its pid 1, connected to this process through a unix socket in a directory
+bind-mounted into the container: the socket carries the run's descriptors (stdin, the stdout and stderr
+pipes), so a warm run costs a fork inside a running container, not a container start (~0.65 s here) or an
+exec (~160 ms).
+
+Containers: no network, read-only root, a size-capped tmpfs at /tmp, uid 65534, every capability dropped,
+no-new-privileges, memory and pids capped by the engine (and per run by rlimits from the fork server),
+labelled with the creating host and process. They end when that process's socket closes; `reap_orphans`
+removes any whose creator is gone (run whenever a backend is built).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sandboxes.backends.base import SandboxBackend
+from sandboxes.backends.warm_pool import FORK_SERVER_SOURCE, SandboxStartError, WarmPool, WarmSandbox
+from sandboxes.types import Limits, RunRequest, RunResult, Status
+
+DEFAULT_URL = "unix:///run/anneal-podman.sock"
+DEFAULT_IMAGE = "localhost/anneal-sandbox:bookworm"
+LABEL = "anneal.sandbox"
+SOCKET_MOUNT = "/run/anneal"
+SOCKET_DIR_PREFIX = "anneal-sandbox-"  # + creator pid: the host directory holding a container's socket
+CONTAINER_MEMORY_MB = (
+    1024  # the whole container; each run's own address-space limit is set by the fork server
+)
+START_TIMEOUT_S = 30.0
+MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
+
+
+def _start_time(pid: int) -> str:
+    """A process's start time (clock ticks since boot): tells a live creator from a reused pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _owner_labels() -> dict[str, str]:
+    return {
+        LABEL: "1",
+        f"{LABEL}.host": socket.gethostname(),
+        f"{LABEL}.pid": str(os.getpid()),
+        f"{LABEL}.start": _start_time(os.getpid()),
+    }
+
+
+class DockerLauncher:
+    """One container running the fork server, reached through a unix socket bind-mounted into it."""
+
+    def __init__(self, *, backend: DockerBackend, tmpfs_mb: int, pids: int) -> None:
+        self._backend = backend
+        self.tmpfs_mb = tmpfs_mb
+        self.pids = pids
+        self.pid: str = ""
+        self._container = None
+        self._dir: str | None = None
+        self._error = ""
+
+    def start(self) -> socket.socket:
+        import docker.errors
+
+        self._dir = tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{os.getpid()}-")
+        os.chmod(self._dir, 0o755)
+        path = os.path.join(self._dir, "sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            listener.bind(path)
+            os.chmod(path, 0o666)  # the container's uid 65534 connects
+            listener.listen(1)
+            listener.settimeout(START_TIMEOUT_S)
+            try:
+                self._container = self._backend.client().containers.create(
+                    self._backend.image,
+                    [
+                        "/usr/bin/python3",
+                        "-E",
+                        "-s",
+                        "-S",
+                        "-B",
+                        "-c",
+                        FORK_SERVER_SOURCE,
+                        f"unix:{SOCKET_MOUNT}/sock",
+                    ],
+                    auto_remove=True,
+                    network_mode="none",
+                    read_only=True,
+                    user="65534:65534",
+                    working_dir="/tmp",
+                    # Engines add writable tmpfs mounts of their own to a read-only root (Podman: /var/tmp,
+                    # /dev/shm, /dev/mqueue): /tmp is the only writable place a run gets.
+                    tmpfs={"/tmp": f"size={self.tmpfs_mb}m,mode=1777", "/var/tmp": "ro,size=4k"},
+                    ipc_mode="none",
+                    volumes={self._dir: {"bind": SOCKET_MOUNT, "mode": "rw"}},
+                    mem_limit=f"{CONTAINER_MEMORY_MB}m",
+                    pids_limit=self.pids + 1,  # the program's processes and the fork server
+                    cap_drop=["ALL"],
+                    security_opt=["no-new-privileges"],
+                    hostname="sandbox",
+                    environment={"PATH": "/usr/bin:/bin"},
+                    labels=_owner_labels(),
+                )
+                self._container.start()  # created first, so a failed start still leaves one to remove
+            except docker.errors.DockerException as exc:
+                raise SandboxStartError(f"the container engine refused the sandbox: {exc}") from exc
+            self.pid = self._container.short_id
+            try:
+                conn, _ = listener.accept()
+            except OSError as exc:
+                self._error = f"the fork server did not connect: {exc}"
+                raise SandboxStartError(f"{self._error}; {self.diagnostics()}") from exc
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            listener.close()
+            try:
+                os.unlink(path)  # nothing else may connect: the program runs as the same uid as the server
+            except OSError:
+                pass
+        return conn
+
+    def set_pids(self, pids: int) -> None:
+        if pids != self.pids:
+            raise OSError(f"this container caps processes at {self.pids}, the run asks for {pids}")
+
+    def only_own_tasks_left(self) -> bool:
+        return True  # the fork server kills and reaps every other process before it reports a run
+
+    def close(self) -> None:
+        if self._container is not None:
+            try:
+                self._container.remove(force=True)
+            except Exception:  # noqa: BLE001 - already gone (auto_remove) or the engine is down
+                pass
+            self._container = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def diagnostics(self) -> str:
+        if self._container is None:
+            return self._error or "no container"
+        try:
+            return self._container.logs(tail=20).decode(errors="replace").strip()[-500:] or self._error
+        except Exception as exc:  # noqa: BLE001
+            return f"{self._error}; no logs: {exc}"
+
+
+class DockerBackend(SandboxBackend):
+    name = "docker"
+
+    def __init__(
+        self,
+        *,
+        base_url: str = DEFAULT_URL,
+        image: str = DEFAULT_IMAGE,
+        workers: int = 2,
+        pool_size: int = 0,
+        recycle_after: int = 200,
+    ) -> None:
+        """`base_url`: the engine's Docker API (unix:// or tcp://). pool_size > 0 keeps warm containers for
+        requests with the default tmpfs size and process limit; the others get a container of their own.
+        """
+        self.base_url = base_url
+        self.image = image
+        self.workers = max(workers, pool_size)
+        self._client = None
+        self.defaults = Limits()
+        self.pool: WarmPool | None = None
+        if pool_size > 0:
+            self.pool = WarmPool(
+                make_launcher=lambda: DockerLauncher(
+                    backend=self, tmpfs_mb=self.defaults.tmpfs_mb, pids=self.defaults.pids
+                ),
+                size=pool_size,
+                recycle_after=recycle_after,
+            )
+
+    def client(self):
+        if self._client is None:
+            import docker
+
+            self._client = docker.DockerClient(base_url=self.base_url, timeout=60)
+            self.reap_orphans()
+        return self._client
+
+    def engine_problem(self) -> str:
+        """Why no container can run here ("" when one can): the engine's socket or the image is missing."""
+        try:
+            client = self.client()
+            client.ping()
+        except Exception as exc:  # noqa: BLE001 - any failure to reach the engine reads the same to a user
+            self._client = None
+            return (
+                f"no Docker API at {self.base_url} ({type(exc).__name__}); start one with "
+                "`make sandbox-image` (Podman) or point ANNEAL_DOCKER_URL at a Docker Engine"
+            )
+        import docker.errors
+
+        try:
+            client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            return f"image {self.image} not found; build it with `make sandbox-image`"
+        except docker.errors.DockerException as exc:
+            return f"could not look up image {self.image}: {exc}"
+        return ""
+
+    def run(self, request: RunRequest) -> RunResult:
+        main = MAIN_FILE[request.language]
+        if main in request.files:
+            return RunResult(
+                Status.SANDBOX_ERROR, None, "", f"files may not contain {main}: that name holds the code", 0.0
+            )
+        limits = request.limits
+        if self.pool is not None and (limits.tmpfs_mb, limits.pids) == (
+            self.defaults.tmpfs_mb,
+            self.defaults.pids,
+        ):
+            return self.pool.run(request)
+        return self.run_cold(request)
+
+    def run_cold(self, request: RunRequest) -> RunResult:
+        """A container of its own for this request: started, used once, removed."""
+        started = time.monotonic()
+        launcher = DockerLauncher(backend=self, tmpfs_mb=request.limits.tmpfs_mb, pids=request.limits.pids)
+        try:
+            sandbox = WarmSandbox(launcher=launcher)
+        except SandboxStartError as exc:
+            problem = self.engine_problem() or str(exc)
+            return RunResult(Status.SANDBOX_ERROR, None, "", problem, round(time.monotonic() - started, 4))
+        try:
+            result = sandbox.run(request).result
+        finally:
+            sandbox.close()
+        result.duration_s = round(time.monotonic() - started, 4)
+        return result
+
+    def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
+        if len(requests) <= 1 or self.workers <= 1:
+            return [self.run(request) for request in requests]
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(requests))) as pool:
+            return list(pool.map(self.run, requests))
+
+    def health(self) -> dict:
+        problem = self.engine_problem()
+        if problem:
+            return {"ok": False, "backend": self.name, "detail": problem}
+        result = self.run(RunRequest(language="python", code="print('ok')"))
+        ok = result.status == Status.OK and result.stdout.strip() == "ok"
+        detail = f"Docker API at {self.base_url}; image {self.image}"
+        if self.pool is not None:
+            stats = self.pool.stats
+            detail += f"; warm pool of {self.pool.size}: {stats.warm_runs} warm runs, {stats.started} started"
+        if not ok:
+            detail += f"; test program gave {result.status}: {result.stderr.strip()[-300:]}"
+        return {"ok": ok, "backend": self.name, "detail": detail}
+
+    def reap_orphans(self) -> int:
+        """Remove sandbox containers made on this host by a process that no longer runs; how many."""
+        import docker.errors
+
+        removed = 0
+        try:
+            containers = self._client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+        except docker.errors.DockerException:
+            return 0
+        for container in containers:
+            labels = container.labels or {}
+            if labels.get(f"{LABEL}.host") != socket.gethostname():
+                continue  # another host's sandbox: its own reaper decides
+            pid = labels.get(f"{LABEL}.pid", "")
+            alive = pid.isdigit() and _start_time(int(pid)) == labels.get(f"{LABEL}.start")
+            if not alive:
+                try:
+                    container.remove(force=True)
+                    removed += 1
+                except docker.errors.DockerException:
+                    pass
+        for folder in Path(tempfile.gettempdir()).glob(f"{SOCKET_DIR_PREFIX}*-*"):
+            pid = folder.name[len(SOCKET_DIR_PREFIX) :].split("-", 1)[0]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(folder, ignore_errors=True)  # a dead creator's socket folder
+        return removed

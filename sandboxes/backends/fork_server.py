@@ -1,0 +1,274 @@
+"""Runs inside a warm bubblewrap sandbox: a Python with common modules imported that forks one child per run.
+
+Not imported by Anneal: a launcher starts the sandbox's system Python with this file's source
+(`python -c SOURCE WHERE`), so it may use only the standard library. WHERE is a SOCK_SEQPACKET socket to the
+host: an inherited descriptor number (bubblewrap) or `unix:PATH` to connect to (a container).
+
+Protocol (one run at a time):
+  host -> here  b"run" with four descriptors: the request as JSON (memfd), stdin (memfd), stdout and stderr
+                (pipe write ends that the host reads, so output caps and the wall clock stay on the host side)
+  here -> host  b"ready" once after start-up, then one JSON report per run:
+                {"exit_code": int | None, "signal": int | None, "setup_error": str | None, "clean": bool}
+  host -> here  b"kill" at any time during a run (wall time or output cap ran out): kill the run now.
+An empty read (the host closed the socket or died) ends the server, and bwrap's pid 1 takes the sandbox down.
+
+Every run gets: a new session, its own rlimits (address space, CPU, file size, no core), a fresh working
+directory under /tmp, the sandbox environment and nothing else; when the program exits, or is killed, every
+other process in the sandbox's pid namespace is SIGKILLed (this server is its init, pid 1, so orphans are
+re-parented to it) and /tmp is emptied, so nothing a run leaves behind (a daemon, a file) reaches the next
+one. As the namespace's init with no signal handlers it cannot be signalled from inside; it is not dumpable,
+so a program (same uid) cannot ptrace it or read its memory. Should it die anyway, the host sees the socket
+close and throws the sandbox away.
+"""
+
+import atexit
+import builtins
+import ctypes
+import gc
+import io
+import json
+import os
+import random
+import resource
+import select
+import shutil
+import signal
+import socket
+import sys
+import threading
+import traceback
+import types
+
+# Imported once, before the first fork, so a run only pays for a fork. What verifier programs commonly use.
+PRELOADED = (
+    "ast", "bisect", "collections", "copy", "dataclasses", "decimal", "enum", "fractions", "functools",
+    "heapq", "itertools", "math", "operator", "re", "statistics", "string", "typing", "unittest",
+)  # fmt: skip
+
+PR_SET_DUMPABLE = 4
+TMP = "/tmp"
+WORKDIR = "/tmp/work"  # the same path as a cold run's; /tmp is emptied after every run
+MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+KILL_ROUNDS = 10000  # kill(-1) + reap rounds before the sandbox is called unclean (a fork bomb races us)
+
+
+def prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option})")
+
+
+def write_files(workdir: str, request: dict) -> None:
+    os.mkdir(workdir, 0o700)  # fails if a previous run planted something there
+    main = MAIN_FILE[request["language"]]
+    for name, content in [*request["files"].items(), (main, request["code"])]:
+        path = os.path.join(workdir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        # O_NOFOLLOW|O_EXCL: a name is written once, never through a link.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+
+
+def setup(fds: list[int], setup_w: int, workdir: str) -> dict:
+    """In the child: read the request, write its files, take its descriptors and limits. Reports to the
+    server on `setup_w` ("" when all went well, else why), then closes it: the program never sees it."""
+    try:
+        with open(fds[0], encoding="utf-8") as f:
+            request = json.load(f)
+        write_files(workdir, request)
+    except (OSError, ValueError, KeyError) as exc:
+        os.write(setup_w, f"could not set the run up: {exc}".encode()[:4000])
+        os._exit(1)
+    os.setsid()
+    for target, fd in zip((0, 1, 2), fds[1:], strict=True):
+        os.dup2(fd, target)
+    os.closerange(3, 1 << 16)  # the socket, the setup pipe and the received descriptors
+    os.chdir(workdir)
+    limits = request["limits"]
+    cpu = int(-(-limits["cpu_s"] // 1))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU first, SIGKILL a second later
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_size_mb"] << 20,) * 2)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # POSIX queues would outlive the run
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] << 20,) * 2)
+    return request
+
+
+def child(fds: list[int], setup_w: int, workdir: str) -> None:
+    """The forked child: sets itself up and becomes the program. Never returns.
+
+    The request is read here, never in the server, so no run's code, inputs or files ever sit in the
+    server's memory, which every later child inherits.
+    """
+    code = 1
+    try:
+        request = setup(fds, setup_w, workdir)
+        env = {**ENV, "HOME": workdir, "PWD": workdir}
+        main = MAIN_FILE[request["language"]]
+        if request["language"] == "shell":
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+                signal.signal(sig, signal.SIG_DFL)  # what a freshly exec'd shell would have
+            os.execve("/bin/sh", ["/bin/sh", main], env)
+        os.environ.clear()
+        os.environ.update(env)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as a fresh Python has them
+        random.seed()  # the server's seed would otherwise repeat in every run
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=True)
+        sys.stderr = io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
+        )
+        sys.argv = [main]
+        sys.path[0] = workdir
+        code = run_python(os.path.join(workdir, main))
+    except BaseException:  # noqa: BLE001 - anything here is the child's own failure, reported as exit 1
+        try:
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001
+            pass
+    os._exit(code)
+
+
+def run_python(main: str) -> int:
+    """What `python main.py` does: run as __main__, print an uncaught exception, honour SystemExit.
+
+    Precondition: `main` is an absolute path (tracebacks name it, as they would in a fresh interpreter).
+    """
+    try:
+        # What runpy.run_path does for a plain file, without its first-call imports (~2 ms a run).
+        module = types.ModuleType("__main__")
+        module.__file__ = main
+        module.__builtins__ = builtins
+        sys.modules["__main__"] = module
+        with open(main, "rb") as f:
+            source = f.read()
+        exec(compile(source, main, "exec"), module.__dict__)
+        code = 0
+    except SystemExit as exc:
+        code = exit_code_of(exc)
+    except BaseException as exc:  # noqa: BLE001
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != main:
+            tb = tb.tb_next  # drop this server's frames: the program's own start at main
+        traceback.print_exception(type(exc), exc, tb)  # None (a SyntaxError): no traceback, as python prints
+        code = 1
+    try:
+        threading._shutdown()  # wait for non-daemon threads, as interpreter exit does
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    return code
+
+
+def exit_code_of(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    try:
+        print(exc.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001
+        pass
+    return 1
+
+
+def kill_the_rest() -> bool:
+    """SIGKILL every process in the sandbox but this one (pid 1), reaping them; True once none is left."""
+    for _ in range(KILL_ROUNDS):
+        try:
+            os.kill(-1, signal.SIGKILL)  # everyone but the caller
+        except ProcessLookupError:
+            return True
+        try:
+            os.waitpid(-1, 0)  # orphans were re-parented to us (pid 1), so this reaps them all
+        except ChildProcessError:
+            pass
+    return False
+
+
+def empty_tmp() -> bool:
+    try:
+        for entry in os.scandir(TMP):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        return not os.listdir(TMP)
+    except OSError:
+        return False
+
+
+def serve(sock: socket.socket) -> None:
+    if not empty_tmp():
+        return
+    gc.freeze()  # what is imported now is never touched by a child's collector: fewer copy-on-write faults
+    sock.send(b"ready")
+    while True:
+        message, fds, _, _ = socket.recv_fds(sock, 64, 4)
+        if message != b"run" or len(fds) != 4:
+            return  # host gone, or a message we do not understand: end the sandbox
+        report = {"exit_code": None, "signal": None, "setup_error": None, "clean": True}
+        pid = None
+        setup_r, setup_w = os.pipe()
+        try:
+            pid = os.fork()
+            if pid == 0:
+                os.close(setup_r)
+                child(fds, setup_w, WORKDIR)
+        except OSError as exc:
+            report["setup_error"] = f"could not start the run: {exc}"
+        os.close(setup_w)
+        for fd in fds:
+            os.close(fd)
+        host_gone = False
+        if pid is not None:
+            pidfd = os.pidfd_open(pid)
+            ready, _, _ = select.select([pidfd, sock], [], [])
+            if sock in ready:
+                host_gone = sock.recv(64) != b"kill"
+                os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            os.close(pidfd)
+            if os.WIFSIGNALED(status):
+                report["signal"] = os.WTERMSIG(status)
+            else:
+                report["exit_code"] = os.waitstatus_to_exitcode(status)
+            setup_error = os.read(setup_r, 4096).decode(errors="replace")  # the child is gone: no blocking
+            if setup_error:
+                report["setup_error"] = setup_error
+        os.close(setup_r)
+        report["clean"] = kill_the_rest() and empty_tmp()
+        if host_gone:
+            return
+        sock.send(json.dumps(report).encode())
+
+
+def connect(where: str) -> socket.socket:
+    """An inherited descriptor ("7"), or a unix socket path bind-mounted into a container ("unix:/run/x")."""
+    if not where.startswith("unix:"):
+        return socket.socket(fileno=int(where))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.connect(where[len("unix:") :])
+    return sock
+
+
+def main() -> None:
+    sock = connect(sys.argv[1])
+    for name in PRELOADED:
+        __import__(name)
+    prctl(PR_SET_DUMPABLE, 0)
+    for sig in (signal.SIGPIPE, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)  # as pid 1 with no handlers, no signal from inside reaches us
+    try:
+        serve(sock)
+    finally:
+        kill_the_rest()
+
+
+if __name__ == "__main__":
+    main()

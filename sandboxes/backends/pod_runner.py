@@ -1,0 +1,111 @@
+"""Runs inside a Kubernetes sandbox pod as its only process: one request, then one JSON line, then exit.
+
+Not imported by Anneal: the kubernetes backend puts this file's source in the pod's command
+(`python3 -c SOURCE`), so it may use only the standard library. The request comes in the ANNEAL_REQUEST
+environment variable (RunRequest.to_dict() as JSON), which is removed before the program starts. The program
+runs in a fresh /tmp/work with the sandbox environment, its own session and rlimits (address space, CPU, file
+size, no core); the wall clock and output caps are kept here, and the whole process group is killed at the end.
+The last line this prints is `ANNEAL_POD_RESULT {json}`: the RunResult fields the backend reads back from the
+pod's log (a pod's log mixes stdout and stderr, so both travel inside the JSON).
+"""
+
+import json
+import os
+import resource
+import selectors
+import signal
+import subprocess
+import sys
+import time
+
+WORKDIR = os.environ.pop("ANNEAL_WORKDIR", "/tmp/work")  # overridden only by tests running this on a host
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": WORKDIR, "PWD": WORKDIR}
+MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
+PREFIX = "ANNEAL_POD_RESULT "
+
+
+def limit(limits: dict) -> None:
+    cpu = int(-(-limits["cpu_s"] // 1))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_size_mb"] << 20,) * 2)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] << 20,) * 2)
+
+
+def run(request: dict) -> dict:
+    limits = request["limits"]
+    main = MAIN_FILE[request["language"]]
+    os.makedirs(WORKDIR, exist_ok=True)
+    for name, content in [*request["files"].items(), (main, request["code"])]:
+        path = os.path.join(WORKDIR, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(content)
+    argv = (
+        ["/usr/bin/python3", "-E", "-s", "-S", "-u", "-B", main] if main == "main.py" else ["/bin/sh", main]
+    )
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        cwd=WORKDIR,
+        env=ENV,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: limit(limits),  # single-threaded here, so safe
+    )
+    try:
+        proc.stdin.write(request["stdin"].encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    buffers = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    timed_out = flooded = False
+    deadline = started + limits["wall_s"]
+    with selectors.DefaultSelector() as selector:
+        for stream in buffers:
+            selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map() and not flooded:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in selector.select(remaining):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                buffers[key.fileobj] += chunk
+                flooded = flooded or len(buffers[key.fileobj]) > limits["output_bytes"]
+    if not (timed_out or flooded):
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole tree: no daemon outlives the run
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    return {
+        "exit_code": proc.returncode,
+        "stdout": bytes(buffers[proc.stdout]).decode(errors="replace"),
+        "stderr": bytes(buffers[proc.stderr]).decode(errors="replace"),
+        "timed_out": timed_out,
+        "flooded": flooded,
+        "duration_s": round(time.monotonic() - started, 4),
+    }
+
+
+def main() -> None:
+    request = json.loads(os.environ.pop("ANNEAL_REQUEST"))
+    try:
+        report = run(request)
+    except OSError as exc:
+        report = {"setup_error": f"could not set the run up: {exc}"}
+    sys.stdout.write("\n" + PREFIX + json.dumps(report) + "\n")
+
+
+if __name__ == "__main__":
+    main()

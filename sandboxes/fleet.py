@@ -1,0 +1,116 @@
+"""Fleet-wide sandbox accounting in Redis: per-team concurrency quotas and per-backend run statistics.
+
+Both are kept where every sandbox host and the platform can see them (the Redis that carries the queues), by
+the "sandbox.run_many" task on the hosts. `redis` is always a redis-py client.
+
+Quota: a team may have at most `quota` runs in flight across the fleet. A batch takes one lease per request
+(a member of a sorted set scored by its expiry, so a host that dies mid-batch frees its leases when they
+expire) or none at all; a batch larger than the quota is refused outright, since it could never start.
+
+Statistics: per backend, counters of runs by status and a capped list of the latest run durations, from which
+`snapshot` derives p50/p99 latency and error rates; queue depth is the length of the queue's Redis list.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from sandboxes.types import Status
+
+PREFIX = "anneal:sandbox:"
+LATENCY_WINDOW = 2000  # latest run durations kept per backend
+LEASE_S = 600.0  # a lease outlives any batch a live host runs; a dead host's leases expire after this
+
+# Take `n` leases (ARGV[3..]) for one team if they fit under the quota; returns 1 when taken, 0 otherwise.
+_ACQUIRE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+local quota = tonumber(ARGV[2])
+local n = #ARGV - 3
+if redis.call('ZCARD', KEYS[1]) + n > quota then return 0 end
+for i = 4, #ARGV do redis.call('ZADD', KEYS[1], ARGV[3], ARGV[i]) end
+redis.call('EXPIRE', KEYS[1], math.ceil(ARGV[3] - ARGV[1]) + 60)
+return 1
+"""
+
+
+class QuotaError(ValueError):
+    """A batch that can never fit under its team's quota."""
+
+
+def _team_key(team: str) -> str:
+    return f"{PREFIX}team:{team}:leases"
+
+
+@dataclass
+class Leases:
+    redis: object
+    team: str
+    members: list[str]
+
+    def release(self) -> None:
+        if self.members:
+            self.redis.zrem(_team_key(self.team), *self.members)
+
+
+def try_acquire(redis: object, *, team: str, runs: int, quota: int) -> Leases | None:
+    """Leases for `runs` runs of `team` if they fit under `quota` now, else None. QuotaError if runs > quota."""
+    if runs > quota:
+        raise QuotaError(f"a batch of {runs} runs is larger than team {team!r}'s sandbox quota of {quota}")
+    now = time.time()
+    members = [uuid.uuid4().hex for _ in range(runs)]
+    taken = redis.eval(_ACQUIRE, 1, _team_key(team), now, quota, now + LEASE_S, *members)
+    return Leases(redis=redis, team=team, members=members) if taken else None
+
+
+def in_flight(redis: object, *, team: str) -> int:
+    """Runs of `team` holding leases now."""
+    return redis.zcount(_team_key(team), time.time(), "+inf")
+
+
+def record(redis: object, *, backend: str, results: list[dict]) -> None:
+    """Add a finished batch's runs (RunResult dicts) to `backend`'s statistics."""
+    if not results:
+        return
+    pipe = redis.pipeline(transaction=False)
+    for result in results:
+        pipe.hincrby(f"{PREFIX}stats:{backend}:status", result["status"], 1)
+    pipe.lpush(f"{PREFIX}stats:{backend}:latency", *[round(float(r["duration_s"]), 5) for r in results])
+    pipe.ltrim(f"{PREFIX}stats:{backend}:latency", 0, LATENCY_WINDOW - 1)
+    pipe.sadd(f"{PREFIX}stats:backends", backend)
+    pipe.execute()
+
+
+def _percentile(values: list[float], fraction: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def snapshot(redis: object, *, queue: str = "sandbox") -> dict:
+    """{"queue_depth": int, "backends": {name: {runs, by_status, sandbox_error_rate, failure_rate,
+    p50_ms, p99_ms, window}}} over everything recorded (latency over the latest LATENCY_WINDOW runs)."""
+    backends = {}
+    for raw in sorted(redis.smembers(f"{PREFIX}stats:backends")):
+        name = raw.decode() if isinstance(raw, bytes) else raw
+        counts = {
+            (k.decode() if isinstance(k, bytes) else k): int(v)
+            for k, v in redis.hgetall(f"{PREFIX}stats:{name}:status").items()
+        }
+        latencies = [float(x) for x in redis.lrange(f"{PREFIX}stats:{name}:latency", 0, -1)]
+        runs = sum(counts.values())
+        p50, p99 = _percentile(latencies, 0.5), _percentile(latencies, 0.99)
+        backends[name] = {
+            "runs": runs,
+            "by_status": counts,
+            # The sandbox failing (not the program): what an operator is paged for.
+            "sandbox_error_rate": round(counts.get(Status.SANDBOX_ERROR, 0) / runs, 4) if runs else 0.0,
+            # Programs that did not end "ok" (failed, timeout, memory, output_limit, sandbox_error).
+            "failure_rate": round(1 - counts.get(Status.OK, 0) / runs, 4) if runs else 0.0,
+            "p50_ms": None if p50 is None else round(p50 * 1000, 2),
+            "p99_ms": None if p99 is None else round(p99 * 1000, 2),
+            "window": len(latencies),
+        }
+    return {"queue_depth": int(redis.llen(queue)), "backends": backends}

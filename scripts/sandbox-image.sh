@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The docker sandbox backend's engine and image on this machine, from Debian's packages only (no registry):
+#  - Podman serving the Docker API on a unix socket (runc, cgroupfs), started when the socket does not answer;
+#  - the image, built once by debootstrap (minbase + python3) and `podman import`, skipped when it exists.
+# Usage: scripts/sandbox-image.sh [service|image|all]   (default all). Needs root and the Debian packages
+# podman, runc and debootstrap (scripts/setup-system.sh installs them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+IMAGE="${ANNEAL_SANDBOX_IMAGE:-localhost/anneal-sandbox:bookworm}"
+SOCKET="${ANNEAL_PODMAN_SOCKET:-/run/anneal-podman.sock}"
+CONF_DIR="${ANNEAL_PODMAN_CONF_DIR:-var/podman}"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# Only the service this script starts reads this file; podman elsewhere on the machine keeps its own settings.
+export CONTAINERS_CONF="$PWD/$CONF_DIR/containers.conf"
+
+need() { command -v "$1" >/dev/null || { echo "$1 not found: install the Debian package $2" >&2; exit 1; }; }
+
+write_conf() {
+  mkdir -p "$CONF_DIR"
+  cat > "$CONTAINERS_CONF" <<'CONF'
+# crun fails on this kind of host (cgroups hybrid mode); runc with the cgroupfs manager enforces memory and pids.
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=1024:1024", "core=0:0"]
+log_driver = "k8s-file"
+CONF
+}
+
+answers() { curl -sf --max-time 2 --unix-socket "$SOCKET" http://d/_ping >/dev/null 2>&1; }
+
+service() {
+  need podman podman; need runc runc; need curl curl
+  write_conf
+  if answers; then echo "podman Docker API answers at unix://$SOCKET"; return; fi
+  rm -f "$SOCKET"
+  mkdir -p var/log
+  nohup podman system service --time=0 "unix://$SOCKET" >var/log/podman-service.log 2>&1 &
+  for _ in $(seq 100); do answers && { echo "started podman Docker API at unix://$SOCKET"; return; }; sleep 0.1; done
+  echo "podman system service did not answer at $SOCKET; see var/log/podman-service.log" >&2
+  exit 1
+}
+
+image() {
+  need podman podman; need debootstrap debootstrap
+  write_conf
+  if podman image exists "$IMAGE"; then echo "sandbox image $IMAGE exists (cached)"; return; fi
+  local root
+  root="$(mktemp -d /var/tmp/anneal-rootfs.XXXXXX)"
+  # shellcheck disable=SC2064 # expand now: $root is local to this function
+  trap "rm -rf '$root'" EXIT
+  echo "building $IMAGE with debootstrap (about 1.5 minutes)..."
+  debootstrap --variant=minbase --include=python3 bookworm "$root" "$MIRROR" >var/log/debootstrap.log 2>&1 \
+    || { echo "debootstrap failed; see var/log/debootstrap.log" >&2; exit 1; }
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  tar -C "$root" -c . | podman import --quiet --change 'CMD ["/usr/bin/python3"]' - "$IMAGE" >/dev/null
+  echo "built $IMAGE"
+}
+
+mkdir -p var/log
+case "${1:-all}" in
+  service) service ;;
+  image) image ;;
+  all) image; service ;;
+  *) echo "usage: $0 [service|image|all]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,135 @@
+"""Remote sandbox batches on two real Celery sandbox workers; the one running a batch is SIGKILLed mid-batch.
+
+Workers consume a queue of their own (so no other test's worker takes these batches) on the test Redis.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from sandboxes.client import SandboxClient
+from sandboxes.remote import running_host
+from sandboxes.types import RunRequest, Status
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Worker:
+    def __init__(self, *, name: str, queue: str, redis_url: str, log: Path) -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
+            "REDIS_URL": redis_url,
+            "ANNEAL_SANDBOX_POOL_SIZE": "2",
+        }
+        self.name = name
+        self.log = log
+        self._log_file = log.open("wb")
+        # solo pool: the worker process runs the batch itself, so SIGKILL takes the whole "host" down.
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", queue, "-n",
+             f"{name}@%h", "-P", "solo", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+            cwd=ROOT, env=env, stdout=self._log_file, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+    def wait_ready(self, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited:\n{self.log.read_text()[-3000:]}")
+            if "ready." in self.log.read_text(errors="replace"):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{self.name} did not start:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._log_file.close()
+
+
+@pytest.fixture
+def workers(tmp_path):
+    redis_url = os.environ["REDIS_URL"]
+    queue = f"sandbox-test-{uuid.uuid4().hex[:8]}"
+    started = [
+        Worker(name=f"{name}-{queue}", queue=queue, redis_url=redis_url, log=tmp_path / f"{name}.log")
+        for name in ("host-a", "host-b")
+    ]
+    try:
+        for worker in started:
+            worker.wait_ready()
+        yield queue, redis_url, started
+    finally:
+        for worker in started:
+            worker.stop()
+
+
+def test_a_batch_whose_host_dies_is_rerun_on_the_other_host_and_returned_once(workers):
+    queue, redis_url, started = workers
+    client = SandboxClient(
+        mode="remote", broker_url=redis_url, result_backend_url=redis_url, queue=queue, timeout_s=90
+    )
+    requests = [
+        RunRequest(language="python", code=f"import time\ntime.sleep(0.5)\nprint({i})") for i in range(8)
+    ]
+    batch_id = f"test-{uuid.uuid4().hex}"
+    outcome = {}
+    thread = threading.Thread(
+        target=lambda: outcome.update(results=client.run_many(requests, batch_id=batch_id))
+    )
+    thread.start()
+
+    store = redis.Redis.from_url(redis_url)
+    first_host = None
+    for _ in range(300):  # until a host has started the batch
+        first_host = running_host(store, batch_id)
+        if first_host:
+            break
+        time.sleep(0.05)
+    assert first_host, "no host picked the batch up"
+    victim = next(w for w in started if w.proc.pid == int(first_host.rsplit(":", 1)[1]))
+    time.sleep(0.3)  # mid-batch: the first programs are running
+    os.killpg(victim.proc.pid, signal.SIGKILL)
+    victim.proc.wait()
+
+    thread.join(timeout=90)
+    assert not thread.is_alive()
+    results = outcome["results"]
+    assert [(r.status, r.stdout) for r in results] == [(Status.OK, f"{i}\n") for i in range(8)]
+    survivor = next(w for w in started if w is not victim)
+    assert client.last_hosts[0] == first_host
+    assert client.last_hosts[-1].endswith(f":{survivor.proc.pid}")
+
+
+def test_a_batch_already_finished_is_not_run_again(workers):
+    queue, redis_url, started = workers
+    client = SandboxClient(
+        mode="remote", broker_url=redis_url, result_backend_url=redis_url, queue=queue, timeout_s=60
+    )
+    batch_id = f"test-{uuid.uuid4().hex}"
+    first = client.run_many(
+        [RunRequest(language="python", code="import random\nprint(random.random())")], batch_id=batch_id
+    )
+    # The same batch id delivered again (what a re-send after a lost heartbeat looks like): the stored result.
+    again = client.run_many([RunRequest(language="python", code="print('ran twice')")], batch_id=batch_id)
+    assert again[0].stdout == first[0].stdout
+    for _ in range(200):  # until a worker has taken the second delivery too
+        logs = "".join(w.log.read_text(errors="replace") for w in started)
+        if logs.count(f"[{batch_id}] succeeded") >= 2:
+            break
+        time.sleep(0.05)
+    assert logs.count(f"[{batch_id}] succeeded") == 2
+    stored = client._celery.AsyncResult(batch_id).get(timeout=5)
+    assert stored[0]["stdout"] == first[0].stdout  # the second delivery kept the first result

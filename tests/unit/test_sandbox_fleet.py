@@ -1,0 +1,84 @@
+"""Fleet accounting against the test Redis: team quotas, per-backend statistics, and a host's batch path."""
+
+import os
+import time
+import uuid
+
+import pytest
+import redis
+
+from sandboxes import fleet
+from sandboxes.service import run_batch
+from sandboxes.types import RunRequest
+
+
+@pytest.fixture
+def store():
+    client = redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/9"))
+    client.ping()
+    return client
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def test_a_team_gets_leases_up_to_its_quota_and_back_on_release(store):
+    team = unique("team")
+    first = fleet.try_acquire(store, team=team, runs=3, quota=5)
+    assert first is not None and fleet.in_flight(store, team=team) == 3
+    assert fleet.try_acquire(store, team=team, runs=3, quota=5) is None  # would be 6
+    other = fleet.try_acquire(store, team=unique("team"), runs=5, quota=5)  # quotas are per team
+    assert other is not None
+    first.release()
+    assert fleet.in_flight(store, team=team) == 0
+    assert fleet.try_acquire(store, team=team, runs=5, quota=5) is not None
+
+
+def test_leases_of_a_dead_host_expire(store, monkeypatch):
+    team = unique("team")
+    monkeypatch.setattr(fleet, "LEASE_S", 0.2)
+    assert fleet.try_acquire(store, team=team, runs=2, quota=2) is not None  # never released
+    assert fleet.try_acquire(store, team=team, runs=1, quota=2) is None
+    time.sleep(0.3)
+    assert fleet.try_acquire(store, team=team, runs=2, quota=2) is not None
+
+
+def test_a_batch_larger_than_the_quota_is_refused_with_the_numbers(store):
+    with pytest.raises(
+        fleet.QuotaError, match="batch of 9 runs is larger than team 't1'.s sandbox quota of 4"
+    ):
+        fleet.try_acquire(store, team="t1", runs=9, quota=4)
+
+
+def test_statistics_give_latency_percentiles_and_error_rates(store):
+    backend = unique("backend")
+    results = [{"status": "ok", "duration_s": (i + 1) / 1000} for i in range(98)]
+    results += [{"status": "sandbox_error", "duration_s": 0.5}, {"status": "timeout", "duration_s": 1.0}]
+    fleet.record(store, backend=backend, results=results)
+    queue = unique("queue")
+    store.lpush(queue, "a", "b")
+    snap = fleet.snapshot(store, queue=queue)
+    assert snap["queue_depth"] == 2
+    stats = snap["backends"][backend]
+    assert stats["runs"] == 100
+    assert stats["by_status"] == {"ok": 98, "sandbox_error": 1, "timeout": 1}
+    assert stats["sandbox_error_rate"] == 0.01
+    assert stats["failure_rate"] == 0.02
+    assert stats["p50_ms"] == 51.0
+    assert stats["p99_ms"] == 1000.0
+    store.delete(queue)
+
+
+def test_a_host_runs_a_batch_within_its_teams_quota_and_records_it(store):
+    team, batch = unique("team"), unique("batch")
+    requests = [RunRequest(language="python", code=f"print({i})").to_dict() for i in range(3)]
+    held = fleet.try_acquire(store, team=team, runs=2, quota=4)
+    # Two of four in flight elsewhere: a batch of three must wait (None: the task retries later).
+    assert run_batch(requests, "bwrap", batch_id=batch, redis=store, team=team, quota=4) is None
+    held.release()
+    before = fleet.snapshot(store)["backends"].get("bwrap", {}).get("runs", 0)
+    results = run_batch(requests, "bwrap", batch_id=batch, redis=store, team=team, quota=4)
+    assert [r["stdout"] for r in results] == ["0\n", "1\n", "2\n"]
+    assert fleet.in_flight(store, team=team) == 0
+    assert fleet.snapshot(store)["backends"]["bwrap"]["runs"] >= before + 3
