@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import ABC
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -40,6 +40,23 @@ class SpecField:
     kinds: tuple[type, ...]
     default: Any = _REQUIRED
     choices: tuple = ()
+    # Shown next to the field in the form builder and in the OpenAPI description of the spec.
+    help: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is _REQUIRED
+
+    def describe(self) -> dict:
+        """JSON-serialisable description for the form builder (what the page generates its inputs from)."""
+        return {
+            "name": self.name,
+            "kinds": [kind.__name__ for kind in self.kinds],
+            "required": self.required,
+            "default": None if self.required else self.default,
+            "choices": list(self.choices),
+            "help": self.help,
+        }
 
     def clean(self, spec: dict) -> Any:
         # An explicit null for an optional field means "not given", so a normalised spec validates again.
@@ -71,6 +88,9 @@ class Scorer(ABC):
 
     type_name: ClassVar[str]
     fields: ClassVar[tuple[SpecField, ...]]
+    # One line for the type picker, and an example spec for the API docs and the form builder.
+    summary: ClassVar[str] = ""
+    example: ClassVar[dict] = {}
 
     def __init__(self, spec: dict, *, sandbox: SandboxClient | None = None) -> None:
         self.spec = spec
@@ -79,15 +99,42 @@ class Scorer(ABC):
     def normalise_spec(cls, spec: dict) -> dict:
         return clean_fields(spec, cls.fields, type_name=cls.type_name)
 
-    @abstractmethod
     def score(self, row: dict, completion: str) -> ScoreResult:
         """Never raises for a bad row or completion: those score 0 with the problem in `reason`."""
+        if not isinstance(completion, str):
+            return ScoreResult(0.0, {}, f"the completion must be text, got {type(completion).__name__}")
+        if not isinstance(row, dict):
+            return ScoreResult(0.0, {}, f"the row must be an object, got {type(row).__name__}")
+        try:
+            result = self._score(row, completion)
+        except MemoryError:
+            return ScoreResult(0.0, {}, "verifier error: out of memory on this sample")
+        except Exception as exc:  # a bug or a pathological sample must not stop a job or a preview
+            return ScoreResult(0.0, {}, f"verifier error: {shorten(f'{type(exc).__name__}: {exc}')}")
+        return bounded(result)
+
+    def _score(self, row: dict, completion: str) -> ScoreResult:
+        """One sample; may raise (score() turns that into a 0). Subclasses override this or score()."""
+        raise NotImplementedError
 
     def score_batch(self, rows: list[dict], completions: list[str]) -> list[ScoreResult]:
         """One result per (row, completion) pair, in order; the lists must have the same length."""
         if len(rows) != len(completions):
             raise ValueError(f"{len(rows)} rows but {len(completions)} completions")
         return [self.score(row, completion) for row, completion in zip(rows, completions, strict=True)]
+
+
+def bounded(result: ScoreResult) -> ScoreResult:
+    """`result` with a finite score: NaN and infinities become 0, because a reward must be a number."""
+    if (
+        not isinstance(result.score, int | float)
+        or result.score != result.score
+        or abs(result.score) == float("inf")
+    ):
+        return ScoreResult(
+            0.0, result.parts, f"score was not a finite number ({result.score!r}); {result.reason}"
+        )
+    return result
 
 
 def shorten(text: str, limit: int = 200) -> str:

@@ -26,11 +26,34 @@ class PythonTests(Scorer):
     """
 
     type_name = "python_tests"
+    summary = "Python tests: run the model's program against tests in a sandbox"
+    example = {"type": "python_tests", "tests_field": "tests", "scoring": "fraction", "timeout_s": 5}
     fields = (
-        SpecField("tests_field", (str,), default=None),
-        SpecField("tests", (str, list), default=None),
-        SpecField("scoring", (str,), default="all_or_nothing", choices=SCORING_MODES),
-        SpecField("timeout_s", (int, float), default=5),
+        SpecField(
+            "tests_field",
+            (str,),
+            default=None,
+            help="The column holding each row's tests (a string or a list of strings); default tests.",
+        ),
+        SpecField(
+            "tests",
+            (str, list),
+            default=None,
+            help="Fixed tests for every row instead; `result` holds the value of the program's last expression.",
+        ),
+        SpecField(
+            "scoring",
+            (str,),
+            default="all_or_nothing",
+            choices=SCORING_MODES,
+            help="all_or_nothing: 1 when every test passes; fraction: the share of tests passed.",
+        ),
+        SpecField(
+            "timeout_s",
+            (int, float),
+            default=5,
+            help="For the program and all its tests, per sample (max 60).",
+        ),
     )
 
     def __init__(self, spec: dict, *, sandbox: SandboxClient | None = None) -> None:

@@ -5,13 +5,43 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpu_jobs.rewards.base import Scorer, SpecError
+from gpu_jobs.rewards.composite import Composite
+from gpu_jobs.rewards.custom_python import CustomPython
+from gpu_jobs.rewards.embedding import EmbeddingSimilarity
 from gpu_jobs.rewards.exact_match import ExactMatch
+from gpu_jobs.rewards.format_rules import FormatRules
+from gpu_jobs.rewards.json_check import JsonCheck
+from gpu_jobs.rewards.keywords import Keywords
+from gpu_jobs.rewards.math_equiv import MathEquivalence
+from gpu_jobs.rewards.model_judge import ModelJudge
+from gpu_jobs.rewards.numeric import Numeric
 from gpu_jobs.rewards.python_tests import PythonTests
+from gpu_jobs.rewards.reasoning_gym import ReasoningGym
+from gpu_jobs.rewards.regex_match import RegexMatch
+from gpu_jobs.rewards.similarity import TextSimilarity
 
 if TYPE_CHECKING:
     from sandboxes.client import SandboxClient
 
-VERIFIER_TYPES: dict[str, type[Scorer]] = {cls.type_name: cls for cls in (ExactMatch, PythonTests)}
+VERIFIER_TYPES: dict[str, type[Scorer]] = {
+    cls.type_name: cls
+    for cls in (
+        ExactMatch,
+        RegexMatch,
+        Numeric,
+        MathEquivalence,
+        JsonCheck,
+        Keywords,
+        FormatRules,
+        TextSimilarity,
+        EmbeddingSimilarity,
+        PythonTests,
+        CustomPython,
+        ModelJudge,
+        Composite,
+    )
+}
+VERIFIER_TYPES[ReasoningGym.type_name] = ReasoningGym  # reasoning-gym domain packs (anneal.datasets.packs)
 
 
 def validate_spec(spec: dict) -> dict:

@@ -1,57 +1,151 @@
+"""REST for verifiers: list/create, detail/delete, versions, clone, validate, preview and the type catalogue."""
+
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from anneal.api_base import TeamScopedView
+from anneal.errors import InputError
 from anneal.verifiers.models import Verifier, VerifierVersion
-from anneal.verifiers.services import verifier_create, verifier_version_create
+from anneal.verifiers.preview import PREVIEW_EXAMPLE, verifier_preview
+from anneal.verifiers.selectors import verifier_type_catalogue, verifier_version_diff
+from anneal.verifiers.services import (
+    VerifierInUse,
+    verifier_clone,
+    verifier_create,
+    verifier_delete,
+    verifier_spec_check,
+    verifier_test_cases_run,
+    verifier_version_create,
+)
+from gpu_jobs.rewards import VERIFIER_TYPES
 
+
+def _spec_help() -> str:
+    lines = [
+        "A verifier spec is a JSON object with a `type` and that type's fields; omitted fields take their "
+        "defaults. A bad spec is answered 400 with the field named (`spec.<field>`).",
+        "",
+    ]
+    for name, cls in VERIFIER_TYPES.items():
+        fields = ", ".join(
+            f"`{f.name}`" + ("" if f.required else f" (default {f.default!r})") for f in cls.fields
+        )
+        lines.append(f"* `{name}`: {cls.summary}. Fields: {fields}.")
+    return "\n".join(lines)
+
+
+SPEC_HELP = _spec_help()
 SPEC_EXAMPLES = [
-    OpenApiExample(
-        "exact match",
-        value={
-            "name": "exact answer",
-            "spec": {"type": "exact_match", "reference_field": "answer", "case_sensitive": False},
-        },
-    ),
-    OpenApiExample(
-        "python tests",
-        value={
-            "name": "unit tests",
-            "spec": {"type": "python_tests", "tests_field": "tests", "scoring": "fraction"},
-        },
-    ),
+    OpenApiExample(name, value={"name": f"my {name} verifier", "spec": cls.example}, request_only=True)
+    for name, cls in VERIFIER_TYPES.items()
+]
+VERSION_EXAMPLES = [
+    OpenApiExample(name, value={"spec": cls.example}, request_only=True)
+    for name, cls in VERIFIER_TYPES.items()
 ]
 
 
 class VersionOutput(serializers.ModelSerializer):
+    probe_flags = serializers.ListField(child=serializers.CharField(), read_only=True)
+
     class Meta:
         model = VerifierVersion
-        fields = ["id", "number", "spec", "created_at"]
+        fields = ["id", "number", "spec", "flagged", "probe_flags", "probe_results", "created_at"]
+
+
+class VersionWithDiffOutput(VersionOutput):
+    diff = serializers.SerializerMethodField()
+
+    class Meta(VersionOutput.Meta):
+        fields = [*VersionOutput.Meta.fields, "diff"]
+
+    def get_diff(self, version) -> str:
+        return verifier_version_diff(version=version)
 
 
 class VerifierOutput(serializers.ModelSerializer):
     versions = VersionOutput(many=True, read_only=True)
+    flagged = serializers.SerializerMethodField()
 
     class Meta:
         model = Verifier
-        fields = ["id", "name", "created_at", "versions"]
+        fields = ["id", "name", "created_at", "flagged", "versions"]
+
+    def get_flagged(self, verifier) -> bool:
+        """Whether the latest version scored a hack probe high."""
+        latest = max(verifier.versions.all(), key=lambda v: v.number, default=None)
+        return bool(latest and latest.flagged)
 
 
 class SpecInput(serializers.Serializer):
-    spec = serializers.JSONField()
+    spec = serializers.JSONField(help_text=SPEC_HELP)
+
+
+class VerifierCreateInput(SpecInput):
+    name = serializers.CharField(max_length=200)
+
+
+class VerifierCloneInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+
+
+class PreviewSample(serializers.Serializer):
+    row = serializers.DictField()
+    completion = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100_000)
+
+
+class PreviewInput(SpecInput):
+    samples = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=100)
+
+
+class PreviewResult(serializers.Serializer):
+    score = serializers.FloatField()
+    parts = serializers.DictField(child=serializers.FloatField())
+    reason = serializers.CharField()
+
+
+class PreviewOutput(serializers.Serializer):
+    results = PreviewResult(many=True)
+
+
+class ValidateOutput(serializers.Serializer):
+    ok = serializers.BooleanField()
+    spec = serializers.JSONField(allow_null=True)
+    errors = serializers.ListField(child=serializers.DictField())
+
+
+class SpecFieldOutput(serializers.Serializer):
+    name = serializers.CharField()
+    kinds = serializers.ListField(child=serializers.CharField())
+    required = serializers.BooleanField()
+    default = serializers.JSONField(allow_null=True)
+    choices = serializers.ListField(child=serializers.JSONField())
+    help = serializers.CharField()
+
+
+class VerifierTypeOutput(serializers.Serializer):
+    type = serializers.CharField()
+    summary = serializers.CharField()
+    example = serializers.JSONField()
+    fields = SpecFieldOutput(many=True)
 
 
 class VerifierListApi(TeamScopedView):
-    class Input(SpecInput):
-        name = serializers.CharField(max_length=200)
+    Input = VerifierCreateInput
 
     @extend_schema(responses=VerifierOutput(many=True))
     def get(self, request):
         verifiers = Verifier.objects.filter(team__in=self.teams()).prefetch_related("versions")
         return Response(VerifierOutput(verifiers, many=True).data)
 
-    @extend_schema(request=Input, responses={201: VerifierOutput}, examples=SPEC_EXAMPLES)
+    @extend_schema(
+        request=Input,
+        responses={201: VerifierOutput},
+        examples=SPEC_EXAMPLES,
+        description="Create a verifier; its spec becomes version 1 and the hack probes run on it.\n\n"
+        + SPEC_HELP,
+    )
     def post(self, request):
         team = self.writable_team()
         data = self.Input(data=request.data)
@@ -65,9 +159,27 @@ class VerifierDetailApi(TeamScopedView):
     def get(self, request, pk: int):
         return Response(VerifierOutput(self.get_scoped(Verifier.objects.all(), pk)).data)
 
+    @extend_schema(responses={204: None}, description="Delete a verifier no job used (409 otherwise).")
+    def delete(self, request, pk: int):
+        verifier = self.get_scoped(Verifier.objects.all(), pk)
+        self.check_write(verifier.team)
+        try:
+            verifier_delete(verifier=verifier, user=request.user)
+        except VerifierInUse as exc:
+            return Response({"detail": str(exc), "errors": exc.errors}, status=status.HTTP_409_CONFLICT)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
 
 class VerifierVersionCreateApi(TeamScopedView):
-    @extend_schema(request=SpecInput, responses={201: VersionOutput})
+    @extend_schema(
+        responses=VersionWithDiffOutput(many=True),
+        description="Versions, newest first, each with a diff to the one before.",
+    )
+    def get(self, request, pk: int):
+        verifier = self.get_scoped(Verifier.objects.all(), pk)
+        return Response(VersionWithDiffOutput(verifier.versions.order_by("-number"), many=True).data)
+
+    @extend_schema(request=SpecInput, responses={201: VersionWithDiffOutput}, examples=VERSION_EXAMPLES)
     def post(self, request, pk: int):
         verifier = self.get_scoped(Verifier.objects.all(), pk)
         self.check_write(verifier.team)
@@ -76,4 +188,107 @@ class VerifierVersionCreateApi(TeamScopedView):
         version = verifier_version_create(
             verifier=verifier, user=request.user, spec=data.validated_data["spec"]
         )
-        return Response(VersionOutput(version).data, status=status.HTTP_201_CREATED)
+        return Response(VersionWithDiffOutput(version).data, status=status.HTTP_201_CREATED)
+
+
+class VerifierCloneApi(TeamScopedView):
+    Input = VerifierCloneInput
+
+    @extend_schema(
+        request=Input,
+        responses={201: VerifierOutput},
+        description="Copy the latest spec into a new verifier.",
+    )
+    def post(self, request, pk: int):
+        verifier = self.get_scoped(Verifier.objects.all(), pk)
+        self.check_write(verifier.team)
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        clone = verifier_clone(verifier=verifier, user=request.user, name=data.validated_data["name"])
+        return Response(VerifierOutput(clone).data, status=status.HTTP_201_CREATED)
+
+
+class VerifierValidateApi(TeamScopedView):
+    Output = ValidateOutput
+
+    @extend_schema(
+        request=SpecInput,
+        responses=Output,
+        examples=VERSION_EXAMPLES,
+        description="Check a spec as the user types: always 200, with the normalised spec or the errors.",
+    )
+    def post(self, request):
+        spec = request.data.get("spec") if isinstance(request.data, dict) else None
+        try:
+            clean = verifier_spec_check(spec)
+        except InputError as exc:
+            return Response({"ok": False, "spec": None, "errors": exc.errors})
+        return Response({"ok": True, "spec": clean, "errors": []})
+
+
+class VerifierPreviewApi(TeamScopedView):
+    Sample = PreviewSample
+    Input = PreviewInput
+    Output = PreviewOutput
+
+    @extend_schema(
+        request=Input,
+        responses=Output,
+        examples=[
+            OpenApiExample("preview", value=PREVIEW_EXAMPLE, request_only=True),
+            *[
+                OpenApiExample(
+                    name,
+                    value={"spec": cls.example, "samples": PREVIEW_EXAMPLE["samples"]},
+                    request_only=True,
+                )
+                for name, cls in VERIFIER_TYPES.items()
+            ],
+        ],
+        description="Score completions with a spec without saving it: one result per sample, in order. "
+        "A sample the verifier cannot score gets 0 with the reason.\n\n" + SPEC_HELP,
+    )
+    def post(self, request):
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        samples = []
+        for index, sample in enumerate(data.validated_data["samples"]):
+            one = self.Sample(data=sample)
+            if not one.is_valid():
+                field, messages = next(iter(one.errors.items()))
+                raise InputError(str(messages[0]), field=f"samples[{index}].{field}")
+            samples.append(one.validated_data)
+        results = verifier_preview(spec=data.validated_data["spec"], samples=samples)
+        return Response({"results": [result.to_dict() for result in results]})
+
+
+class VerifierTypesApi(TeamScopedView):
+    @extend_schema(
+        responses=VerifierTypeOutput(many=True),
+        description="Every verifier type: summary, example spec and fields with help, defaults, choices.",
+    )
+    def get(self, request):
+        return Response(verifier_type_catalogue())
+
+
+class VerifierTestCasesApi(TeamScopedView):
+    class Output(serializers.Serializer):
+        id = serializers.IntegerField(source="case.id")
+        row = serializers.JSONField(source="case.row")
+        completion = serializers.CharField(source="case.completion")
+        expected_pass = serializers.BooleanField(source="case.expected_pass")
+        note = serializers.CharField(source="case.note")
+        source_job = serializers.IntegerField(source="case.source_job_id", allow_null=True)
+        source_seq = serializers.IntegerField(source="case.source_seq", allow_null=True)
+        score = serializers.FloatField(help_text="What the latest version scores the completion.")
+        reason = serializers.CharField()
+        ok = serializers.BooleanField(help_text="Whether the latest version agrees with the expert.")
+
+    @extend_schema(
+        responses=Output(many=True),
+        description="The verifier's test cases (flagged rollouts), each scored by its latest version.",
+    )
+    def get(self, request, pk: int):
+        verifier = self.get_scoped(Verifier.objects.all(), pk)
+        results = verifier_test_cases_run(version=verifier.latest_version)
+        return Response(self.Output(results, many=True).data)

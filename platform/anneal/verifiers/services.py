@@ -1,5 +1,8 @@
-"""Writes for verifiers: every save validates the spec and freezes a new version."""
+"""Writes for verifiers: every save validates the spec, runs the hack probes and freezes a new version."""
 
+from typing import TYPE_CHECKING
+
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -7,8 +10,30 @@ from django.db.models import Max
 from anneal.accounts.models import Team
 from anneal.accounts.services import audit
 from anneal.errors import InputError
-from anneal.verifiers.models import Verifier, VerifierVersion
-from gpu_jobs.rewards import SpecError, validate_spec
+from anneal.verifiers.models import Verifier, VerifierTestCase, VerifierVersion
+from gpu_jobs.rewards import SpecError, build_scorer, validate_spec
+from gpu_jobs.rewards.probes import run_probes
+from sandboxes.client import SandboxClient
+
+if TYPE_CHECKING:
+    from anneal.training.models import Job
+
+
+class VerifierInUse(InputError):
+    """A job used the verifier: the API answers 409 Conflict, the page shows the message."""
+
+
+def platform_sandbox(*, team: Team | None = None) -> SandboxClient:
+    """The sandbox the web side scores code with: the same execution settings as training jobs, and the
+    team's sandbox quota when a team is given."""
+    return SandboxClient(
+        mode=settings.SANDBOX_EXECUTION,
+        backend=settings.SANDBOX_BACKEND,
+        broker_url=settings.CELERY_BROKER_URL,
+        result_backend_url=settings.CELERY_RESULT_BACKEND,
+        timeout_s=60.0,
+        team=str(team.pk) if team is not None else None,
+    )
 
 
 def verifier_spec_check(spec: object) -> dict:
@@ -21,29 +46,148 @@ def verifier_spec_check(spec: object) -> dict:
         raise InputError(exc.message, field=f"spec.{exc.field}") from None
 
 
-@transaction.atomic
+def verifier_probe(*, spec: dict, rows: list[dict] | None = None) -> tuple[list[dict], bool]:
+    """The hack probes' results for a normalised spec, and whether any scored high. Never raises."""
+    try:
+        results = [result.to_dict() for result in run_probes(spec, rows=rows, sandbox=platform_sandbox())]
+    except Exception as exc:  # the probes must not stop a save: record that they could not run
+        return [
+            {
+                "name": "probes",
+                "description": "Hack probes",
+                "score": 0.0,
+                "reason": "",
+                "flagged": False,
+                "skipped": f"the probes could not run: {type(exc).__name__}: {exc}"[:300],
+            }
+        ], False
+    return results, any(result["flagged"] for result in results)
+
+
 def verifier_create(*, team: Team, user: User, name: str, spec: dict) -> Verifier:
     name = (name or "").strip()
     if not name:
         raise InputError("give the verifier a name", field="name")
     normalised = verifier_spec_check(spec)
-    try:
-        with transaction.atomic():
-            verifier = Verifier.objects.create(team=team, name=name, created_by=user)
-    except IntegrityError:
-        raise InputError(f"a verifier named '{name}' already exists in this team", field="name") from None
-    VerifierVersion.objects.create(verifier=verifier, number=1, spec=normalised, created_by=user)
-    audit(team=team, user=user, action="verifier.create", obj=verifier, type=normalised["type"])
+    # Probes run sandboxes for seconds: before the transaction, so no row stays locked meanwhile.
+    probe_results, flagged = verifier_probe(spec=normalised)
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                verifier = Verifier.objects.create(team=team, name=name, created_by=user)
+        except IntegrityError:
+            raise InputError(f"a verifier named '{name}' already exists in this team", field="name") from None
+        VerifierVersion.objects.create(
+            verifier=verifier,
+            number=1,
+            spec=normalised,
+            probe_results=probe_results,
+            flagged=flagged,
+            created_by=user,
+        )
+        audit(team=team, user=user, action="verifier.create", obj=verifier, type=normalised["type"])
     return verifier
 
 
-@transaction.atomic
 def verifier_version_create(*, verifier: Verifier, user: User, spec: dict) -> VerifierVersion:
     normalised = verifier_spec_check(spec)
-    Verifier.objects.select_for_update().filter(pk=verifier.pk).first()
-    number = (verifier.versions.aggregate(n=Max("number"))["n"] or 0) + 1
-    version = VerifierVersion.objects.create(
-        verifier=verifier, number=number, spec=normalised, created_by=user
-    )
-    audit(team=verifier.team, user=user, action="verifier.version", obj=version, number=number)
+    probe_results, flagged = verifier_probe(spec=normalised)
+    with transaction.atomic():
+        Verifier.objects.select_for_update().filter(pk=verifier.pk).first()
+        number = (verifier.versions.aggregate(n=Max("number"))["n"] or 0) + 1
+        version = VerifierVersion.objects.create(
+            verifier=verifier,
+            number=number,
+            spec=normalised,
+            probe_results=probe_results,
+            flagged=flagged,
+            created_by=user,
+        )
+        audit(team=verifier.team, user=user, action="verifier.version", obj=version, number=number)
     return version
+
+
+def verifier_clone(*, verifier: Verifier, user: User, name: str) -> Verifier:
+    """A new verifier in the same team whose version 1 is `verifier`'s latest spec."""
+    latest = verifier.latest_version
+    if latest is None:
+        raise InputError("this verifier has no version to copy", field="verifier")
+    return verifier_create(team=verifier.team, user=user, name=name, spec=latest.spec)
+
+
+@transaction.atomic
+def verifier_delete(*, verifier: Verifier, user: User) -> None:
+    """Delete a verifier and its versions; refused (InputError) while any job used one of its versions."""
+    from anneal.training.models import JobVerifier
+
+    jobs = sorted(
+        set(JobVerifier.objects.filter(verifier_version__verifier=verifier).values_list("job_id", flat=True))
+    )
+    if jobs:
+        shown = ", ".join(f"#{job}" for job in jobs[:5]) + (" and more" if len(jobs) > 5 else "")
+        raise VerifierInUse(
+            f"'{verifier.name}' cannot be deleted: {len(jobs)} job(s) used it ({shown}); jobs keep the "
+            "version they ran with. Clone it or save a new version instead.",
+            field="verifier",
+        )
+    audit(team=verifier.team, user=user, action="verifier.delete", obj=verifier, name=verifier.name)
+    verifier.delete()
+
+
+@transaction.atomic
+def verifier_test_case_from_rollout(
+    *, job: "Job", seq: int, verifier: Verifier, expected_pass: bool, note: str, user: User
+) -> VerifierTestCase:
+    """Keep a flagged rollout of ``job`` as a test case of ``verifier`` (one of the job's verifiers).
+
+    The row comes from the job's frozen dataset version, so a python-tests case keeps its tests.
+    """
+    from anneal.datasets.ingest import read_rows
+    from anneal.training.models import EventKind
+
+    event = job.events.filter(seq=seq, kind=EventKind.ROLLOUT).first()
+    if event is None:
+        raise InputError(f"job #{job.pk} has no rollout with seq {seq}", field="seq")
+    if not job.job_verifiers.filter(verifier_version__verifier=verifier).exists():
+        raise InputError(f"'{verifier.name}' is not one of job #{job.pk}'s verifiers", field="verifier")
+    payload = event.payload
+    if payload.get("pruned") or "row_index" not in payload:
+        raise InputError(
+            "this rollout's texts are no longer kept (retention), so it cannot be a test case", field="seq"
+        )
+    rows = read_rows(job.dataset_version.rows_path, offset=payload["row_index"], limit=1)
+    if not rows:
+        raise InputError(f"row {payload['row_index']} is missing from the job's dataset version", field="seq")
+    case = VerifierTestCase.objects.create(
+        verifier=verifier,
+        row=rows[0],
+        completion=payload.get("completion", ""),
+        expected_pass=expected_pass,
+        note=(note or "").strip(),
+        source_job=job,
+        source_seq=seq,
+        created_by=user,
+    )
+    audit(team=verifier.team, user=user, action="verifier.test_case", obj=case, job=job.pk, seq=seq)
+    return case
+
+
+def verifier_test_cases_run(*, version: VerifierVersion) -> list[dict]:
+    """Score every test case of the verifier with ``version``: [{"case", "score", "reason", "ok"}].
+
+    ``ok`` when the verdict matches the expert's: full marks for a should-pass case, less for a should-fail one.
+    """
+    cases = list(version.verifier.test_cases.all())
+    if not cases:
+        return []
+    scorer = build_scorer(version.spec, sandbox=platform_sandbox(team=version.verifier.team))
+    results = scorer.score_batch([case.row for case in cases], [case.completion for case in cases])
+    return [
+        {
+            "case": case,
+            "score": result.score,
+            "reason": result.reason,
+            "ok": (result.score >= 1.0) == case.expected_pass,
+        }
+        for case, result in zip(cases, results, strict=True)
+    ]

@@ -1,0 +1,115 @@
+"""Scores per second for each verifier type on a batch of 1,000 (row, completion) pairs.
+
+Each type scores the same kind of arithmetic rows (a mix of right and wrong answers) through the real
+engine (`build_scorer(spec).score_batch`), after one warm-up batch of 8 so that one-off costs (importing
+math-verify or sacreBLEU, loading the MiniLM model) are not counted. The code types go through the real
+local sandbox (bubblewrap); the model judge talks to a tiny OpenAI-compatible server on 127.0.0.1 that
+answers at once, so its figure is the engine's overhead, not a model's speed.
+
+Run: .venv/bin/python bench/verifier_throughput.py [--batch 1000] [--types numeric,math,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from gpu_jobs.rewards import build_scorer  # noqa: E402
+from sandboxes.client import SandboxClient  # noqa: E402
+
+
+class Judge(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.dumps({"choices": [{"message": {"content": "Fine. Score: 7"}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def samples(n: int) -> tuple[list[dict], list[str]]:
+    rows, completions = [], []
+    for i in range(n):
+        a, b = i % 97, (i * 7) % 89
+        answer = a + b if i % 3 else a + b + 1  # two in three right
+        rows.append({"prompt": f"{a}+{b}=", "answer": str(a + b), "tests": [f"assert result == {a + b}"]})
+        completions.append(f"<think>{a} plus {b}</think><answer>{answer}</answer>\n```python\n{a} + {b}\n```")
+    return rows, completions
+
+
+def specs(judge_url: str) -> dict[str, dict]:
+    return {
+        "exact_match": {"type": "exact_match", "extract": "tag"},
+        "regex": {
+            "type": "regex",
+            "pattern": r"<answer>(\d+)</answer>",
+            "group": 1,
+            "reference_field": "answer",
+        },
+        "numeric": {"type": "numeric", "extract": "tag"},
+        "math": {"type": "math", "extract": "tag"},
+        "json": {"type": "json", "schema": {"type": "object"}},
+        "keywords": {"type": "keywords", "required": ["plus"], "forbidden": ["minus"]},
+        "format": {"type": "format"},
+        "similarity_bleu": {"type": "similarity", "metric": "bleu", "extract": "tag"},
+        "similarity_rouge_l": {"type": "similarity", "metric": "rouge_l", "extract": "tag"},
+        "similarity_chrf": {"type": "similarity", "metric": "chrf", "extract": "tag"},
+        "embedding": {"type": "embedding", "extract": "tag"},
+        "python_tests": {"type": "python_tests"},
+        "custom_python": {
+            "type": "custom_python",
+            "code": "def score(row, completion):\n    return 1.0 if row['answer'] in completion else 0.0\n",
+        },
+        "model_judge": {"type": "model_judge", "endpoint": judge_url, "model": "judge"},
+        "composite": {
+            "type": "composite",
+            "mode": "formula",
+            "formula": "correct * (0.8 + 0.2 * formatted)",
+            "parts": [
+                {"name": "correct", "spec": {"type": "numeric", "extract": "tag"}, "weight": 1},
+                {"name": "formatted", "spec": {"type": "format"}, "weight": 0},
+            ],
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--types", default="", help="comma-separated names from the table (default: all)")
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Judge)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    all_specs = specs(f"http://127.0.0.1:{server.server_address[1]}/v1")
+    chosen = [name.strip() for name in args.types.split(",") if name.strip()] or list(all_specs)
+    rows, completions = samples(args.batch)
+    sandbox = SandboxClient()
+    print(f"{'type':<20} {'scores/s':>10} {'seconds':>9} {'mean score':>11}   batch of {args.batch}")
+    for name in chosen:
+        scorer = build_scorer(all_specs[name], sandbox=sandbox)
+        scorer.score_batch(rows[:8], completions[:8])  # warm-up: imports, model loading
+        start = time.perf_counter()
+        results = scorer.score_batch(rows, completions)
+        elapsed = time.perf_counter() - start
+        mean = sum(r.score for r in results) / len(results)
+        print(f"{name:<20} {len(results) / elapsed:>10.1f} {elapsed:>9.2f} {mean:>11.3f}", flush=True)
+    server.shutdown()
+
+
+if __name__ == "__main__":
+    main()
