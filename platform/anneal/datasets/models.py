@@ -37,6 +37,19 @@ class DatasetVersion(models.Model):
     source_upload = models.OneToOneField(
         "DatasetUpload", on_delete=models.SET_NULL, null=True, blank=True, related_name="produced_version"
     )
+    # After ingest: rows, rows per domain, token lengths (see anneal.datasets.ingest).
+    stats = models.JSONField(default=dict, blank=True)
+    # A split makes a train and an eval version from a parent; ``split`` records how (method, seed, ...).
+    parent = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="derived"
+    )
+    split_role = models.CharField(max_length=8, blank=True, choices=[("train", "train"), ("eval", "eval")])
+    split = models.JSONField(default=dict, blank=True)
+    # A domain pack's generator settings (tasks, size, difficulty, seed): enough to make the rows again.
+    pack = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -52,10 +65,18 @@ class DatasetVersion(models.Model):
 
 
 class UploadState(models.TextChoices):
-    PENDING = "pending"
+    MAPPING = "mapping"  # stored, waiting for the expert to map columns
+    PENDING = "pending"  # queued for ingest
     PROCESSING = "processing"
+    REVIEW = "review"  # some rows are bad: the expert accepts (bad rows skipped) or rejects
     READY = "ready"
-    FAILED = "failed"
+    FAILED = "failed"  # nothing usable: no version, the errors say why
+    REJECTED = "rejected"
+
+
+FINISHED_UPLOAD_STATES = frozenset(
+    {UploadState.REVIEW, UploadState.READY, UploadState.FAILED, UploadState.REJECTED}
+)
 
 
 class DatasetUpload(models.Model):
@@ -67,11 +88,21 @@ class DatasetUpload(models.Model):
     file_name = models.CharField(max_length=255)
     file_path = models.CharField(max_length=500)
     size_bytes = models.BigIntegerField(default=0)
+    file_format = models.CharField(max_length=16, blank=True)
     mapping = models.JSONField(default=dict)
+    tokenizer = models.CharField(max_length=500, default="tiny")
     state = models.CharField(max_length=16, choices=UploadState.choices, default=UploadState.PENDING)
-    rows_seen = models.PositiveIntegerField(default=0)
-    errors = models.JSONField(default=list, blank=True)
+    rows_seen = models.PositiveIntegerField(default=0)  # records read so far (live progress)
+    progress = models.FloatField(default=0.0)  # fraction of the file read, 0..1
+    rows_valid = models.PositiveIntegerField(default=0)  # unique valid rows a version would hold
+    duplicate_count = models.PositiveIntegerField(default=0)
+    duplicates = models.JSONField(default=list, blank=True)  # the first few: {"row", "duplicate_of"}
+    errors = models.JSONField(default=list, blank=True)  # the first ones, for the page
     error_count = models.PositiveIntegerField(default=0)
+    errors_path = models.CharField(max_length=500, blank=True)  # every error, JSON Lines (the download)
+    # The valid rows of an upload in review, kept out of every version until the expert accepts.
+    staged_path = models.CharField(max_length=500, blank=True)
+    staged = models.JSONField(default=dict, blank=True)  # sha256, columns, stats of the staged rows
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

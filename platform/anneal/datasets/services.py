@@ -1,7 +1,14 @@
-"""Writes for datasets: accept an upload, ingest it into an immutable version."""
+"""Writes for datasets: store an upload, map its columns, ingest it, accept or reject it, delete.
+
+An upload's life: ``mapping`` (stored, columns not chosen yet) -> ``pending`` -> ``processing`` ->
+``ready`` (every row valid: a version exists), ``review`` (some rows bad: the valid ones wait, outside
+every version, until the expert accepts them or rejects the upload) or ``failed`` (nothing usable).
+A version's rows file is written once and never changed; nothing partial ever becomes a version.
+"""
 
 import hashlib
 import json
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -15,42 +22,105 @@ from django.utils import timezone
 
 from anneal.accounts.models import Team
 from anneal.accounts.services import audit
-from anneal.datasets.ingest import MAPPABLE_ROLES, ingest_jsonl
+from anneal.datasets.ingest import IngestReport, Progress, ingest_file
+from anneal.datasets.mapping import Mapping, MappingError
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion, UploadState
+from anneal.datasets.readers import FileRefused, ReadLimits, detect_format
+from anneal.datasets.tokens import TokenizerUnavailable, token_counter
 from anneal.errors import InputError
 
-SUPPORTED_SUFFIXES = (".jsonl", ".json", ".ndjson")
+log = logging.getLogger(__name__)
+
+SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq")
+ACCEPTED_NAMES = SUPPORTED_SUFFIXES + tuple(s + ".gz" for s in SUPPORTED_SUFFIXES)
 
 
-def _check_mapping(mapping: dict[str, str]) -> dict[str, str]:
-    unknown = set(mapping) - set(MAPPABLE_ROLES)
-    if unknown:
-        raise InputError(f"unknown role(s) {sorted(unknown)}; known: {list(MAPPABLE_ROLES)}", field="mapping")
-    if not mapping.get("prompt"):
-        raise InputError("choose the column that holds the prompt", field="mapping.prompt")
-    return {role: column for role, column in mapping.items() if column}
+class InUse(InputError):
+    """The object is referenced by a job: the API answers 409 Conflict."""
+
+
+def read_limits() -> ReadLimits:
+    return ReadLimits(
+        max_line_bytes=settings.DATASET_MAX_LINE_BYTES,
+        max_decompressed_bytes=settings.UPLOAD_MAX_DECOMPRESSED_BYTES,
+    )
+
+
+def check_upload_size(size: int | None) -> None:
+    """InputError naming the limit when ``size`` (bytes, e.g. a Content-Length) is over it."""
+    if size is not None and size > settings.UPLOAD_MAX_BYTES:
+        raise InputError(
+            f"the file is {size} bytes, over the limit of {settings.UPLOAD_MAX_BYTES} bytes "
+            f"({settings.UPLOAD_MAX_BYTES // (1024 * 1024)} MB, ANNEAL_UPLOAD_MAX_MB)",
+            field="file",
+        )
+
+
+def check_request_size(content_length: str | None) -> None:
+    """Refuse a request body far over the file limit before it is read (the form fields get 1 MB of slack)."""
+    if (
+        content_length
+        and content_length.isdigit()
+        and int(content_length) > settings.UPLOAD_MAX_BYTES + 2**20
+    ):
+        check_upload_size(int(content_length) - 2**20)
+
+
+def check_mapping(mapping: dict) -> Mapping:
+    try:
+        return Mapping.from_dict(mapping)
+    except MappingError as exc:
+        raise InputError(exc.message, field=exc.field) from None
+
+
+def check_tokenizer(name: str) -> str:
+    """ "tiny", or the absolute path of a model folder inside ANNEAL_MODEL_STORE holding tokenizer.json.
+
+    A user may not point the worker at arbitrary paths on the server: only the model store is searched.
+    """
+    name = (name or "tiny").strip()
+    if name == "tiny":
+        return name
+    store = settings.MODEL_STORE.resolve()
+    folder = (store / name).resolve()
+    if store not in folder.parents:
+        raise InputError(
+            f"'{name}' is not a model folder inside the model store: use 'tiny'", field="tokenizer"
+        )
+    try:
+        token_counter(str(folder))
+    except TokenizerUnavailable:
+        raise InputError(
+            f"model '{name}' has no tokenizer.json: use 'tiny' or a model with one", field="tokenizer"
+        ) from None
+    return str(folder)
 
 
 def dataset_upload_create(
-    *, team: Team, user: User, name: str, uploaded_file: UploadedFile, mapping: dict[str, str]
+    *,
+    team: Team,
+    user: User,
+    name: str,
+    uploaded_file: UploadedFile,
+    mapping: dict | None,
+    tokenizer: str = "tiny",
 ) -> DatasetUpload:
-    """Stream the file to storage and queue its ingest. Nothing is stored when the request itself is bad."""
+    """Stream the file to storage. With a ``mapping`` the ingest is queued at once; without, the upload
+    waits in state ``mapping`` for ``dataset_upload_map``. Nothing is stored when the request is bad."""
     name = (name or "").strip()
     if not name:
         raise InputError("give the dataset a name", field="name")
-    if not uploaded_file.name.lower().endswith(SUPPORTED_SUFFIXES):
-        raise InputError(
-            f"'{uploaded_file.name}' is not a JSONL file (expected one of {', '.join(SUPPORTED_SUFFIXES)})",
-            field="file",
-        )
-    if uploaded_file.size > settings.UPLOAD_MAX_BYTES:
-        raise InputError(
-            f"the file is {uploaded_file.size} bytes, over the limit of {settings.UPLOAD_MAX_BYTES} bytes",
-            field="file",
-        )
-    mapping = _check_mapping(mapping)
+    try:
+        fmt, gzipped = detect_format(uploaded_file.name or "")
+    except FileRefused as exc:
+        raise InputError(exc.message, field="file") from None
+    check_upload_size(uploaded_file.size)
+    if uploaded_file.size == 0:
+        raise InputError("the file is empty: it has no rows", field="file")
+    parsed = check_mapping(mapping) if mapping is not None else None
+    tokenizer = check_tokenizer(tokenizer)
     settings.UPLOAD_DIR.mkdir(parents=True, exist_ok=True)
-    path = settings.UPLOAD_DIR / f"{uuid.uuid4().hex}.jsonl"
+    path = settings.UPLOAD_DIR / f"{uuid.uuid4().hex}.upload"
     with path.open("wb") as out:
         for chunk in uploaded_file.chunks():
             out.write(chunk)
@@ -61,83 +131,243 @@ def dataset_upload_create(
             dataset_name=name,
             file_name=uploaded_file.name[:255],
             file_path=str(path),
+            file_format=fmt + (".gz" if gzipped else ""),
             size_bytes=uploaded_file.size,
-            mapping=mapping,
+            mapping=parsed.to_dict() if parsed else {},
+            tokenizer=tokenizer,
+            state=UploadState.PENDING if parsed else UploadState.MAPPING,
         )
         audit(team=team, user=user, action="dataset.upload", obj=upload, file=upload.file_name)
-
-        def enqueue() -> None:
-            from workers.tasks import dataset_ingest
-
-            dataset_ingest.delay(upload.id)
-
-        transaction.on_commit(enqueue)
+        if parsed:
+            _enqueue_ingest(upload.id)
     return upload
 
 
-def dataset_upload_ingest(*, upload_id: int) -> DatasetUpload:
-    """Claim a pending upload, validate every row and freeze a version; on any error store no rows."""
+def dataset_upload_map(*, upload: DatasetUpload, user: User, mapping: dict, tokenizer: str) -> DatasetUpload:
+    """Set the column mapping of an upload waiting for one, and queue its ingest."""
+    parsed = check_mapping(mapping)
+    tokenizer = check_tokenizer(tokenizer)
+    with transaction.atomic():
+        changed = DatasetUpload.objects.filter(id=upload.id, state=UploadState.MAPPING).update(
+            mapping=parsed.to_dict(), tokenizer=tokenizer, state=UploadState.PENDING
+        )
+        if not changed:
+            raise InputError(
+                f"this upload is {upload.state}: its columns can only be mapped before the ingest starts",
+                field="state",
+            )
+        audit(team=upload.team, user=user, action="dataset.map", obj=upload, mapping=parsed.to_dict())
+        _enqueue_ingest(upload.id)
+    upload.refresh_from_db()
+    return upload
+
+
+def _enqueue_ingest(upload_id: int) -> None:
+    def enqueue() -> None:
+        from workers.tasks import dataset_ingest
+
+        dataset_ingest.delay(upload_id)
+
+    transaction.on_commit(enqueue)
+
+
+def dataset_upload_ingest(*, upload_id: int, redelivered: bool = False) -> DatasetUpload:
+    """Claim a pending upload, validate every row, and freeze a version, wait for review, or fail.
+
+    Never raises for anything in the file: the worker carries on with the next task. ``redelivered``: the
+    broker sent the task again because a worker died during it; an upload left processing then fails with
+    a message instead of being read again (it may be what killed the worker).
+    """
     claimed = DatasetUpload.objects.filter(id=upload_id, state=UploadState.PENDING).update(
-        state=UploadState.PROCESSING
+        state=UploadState.PROCESSING, rows_seen=0, progress=0.0
     )
     upload = DatasetUpload.objects.get(id=upload_id)
     if not claimed:
+        if redelivered and upload.state == UploadState.PROCESSING:
+            message = (
+                "the worker stopped while reading this file (restarted or out of memory): upload it again"
+            )
+            error = {"row": 0, "field": "(file)", "message": message}
+            return _upload_fail(upload, IngestReport(errors=[error], error_count=1))
         return upload
     folder = settings.DATASET_DIR / str(upload.team_id)
     folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".{uuid.uuid4().hex}.partial"
-    try:
-        with open(upload.file_path, "rb") as source:
-            report = ingest_jsonl(source=source, target=partial, mapping=upload.mapping)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        return _upload_fail(
-            upload, [{"row": 0, "field": "(file)", "message": f"cannot read the upload: {exc}"}], 1
+    staged = folder / f".{uuid.uuid4().hex}.staged"
+    errors_path = settings.UPLOAD_DIR / f"{upload.pk}-errors.jsonl"
+    errors_path.parent.mkdir(parents=True, exist_ok=True)
+    DatasetUpload.objects.filter(id=upload_id).update(errors_path=str(errors_path))
+    upload.errors_path = str(errors_path)
+
+    def progress(p: Progress) -> None:
+        DatasetUpload.objects.filter(id=upload_id).update(
+            rows_seen=p.rows_read, progress=round(p.fraction, 4)
         )
+
+    try:
+        report = ingest_file(
+            path=Path(upload.file_path),
+            file_name=upload.file_name,
+            mapping=Mapping.from_dict(upload.mapping),
+            target=staged,
+            limits=read_limits(),
+            tokens=token_counter(upload.tokenizer),
+            on_progress=progress,
+            errors_to=errors_path,
+        )
+    except Exception as exc:  # a bug must not leave the upload "processing" forever, nor kill the worker
+        log.exception("ingest of upload %s failed", upload_id)
+        staged.unlink(missing_ok=True)
+        staged.with_name(staged.name + ".pass1").unlink(missing_ok=True)
+        errors_path.unlink(missing_ok=True)
+        upload.errors_path = ""
+        DatasetUpload.objects.filter(id=upload_id).update(errors_path="")
+        error = {"row": 0, "field": "(file)", "message": f"the ingest failed: {type(exc).__name__}: {exc}"}
+        return _upload_fail(upload, IngestReport(errors=[error], error_count=1))
+    if not report.ok:
+        staged.unlink(missing_ok=True)
+        return _upload_fail(upload, report)
+    upload.rows_seen = report.rows_read
+    upload.rows_valid = report.rows
+    upload.duplicate_count = report.duplicates
+    upload.duplicates = report.duplicate_examples
+    upload.errors = report.errors
+    upload.error_count = report.error_count
+    upload.progress = 1.0
+    upload.staged_path = str(staged)
+    upload.staged = {"sha256": report.sha256, "columns": report.columns, "stats": report.stats}
+    fields = ["rows_seen", "rows_valid", "duplicate_count", "duplicates", "errors", "error_count", "progress"]
     if report.error_count:
-        partial.unlink(missing_ok=True)
-        return _upload_fail(upload, report.errors, report.error_count, rows_seen=report.rows)
-    final = folder / f"{report.sha256}.jsonl"
-    os.replace(partial, final)
+        upload.state = UploadState.REVIEW
+        upload.finished_at = timezone.now()
+        upload.save(update_fields=[*fields, "staged_path", "staged", "state", "finished_at"])
+        return upload
+    upload.save(update_fields=fields)
+    _freeze(upload=upload, user=upload.created_by)
+    upload.refresh_from_db()
+    return upload
+
+
+def _freeze(*, upload: DatasetUpload, user: User | None) -> DatasetVersion:
+    """Move the staged rows into place and record the version (the upload is READY after)."""
+    folder = settings.DATASET_DIR / str(upload.team_id)
+    final = folder / f"{upload.staged['sha256'][:16]}-{uuid.uuid4().hex[:8]}.jsonl"
+    os.replace(upload.staged_path, final)
     with transaction.atomic():
         dataset, _ = Dataset.objects.get_or_create(
             team=upload.team, name=upload.dataset_name, defaults={"created_by": upload.created_by}
         )
-        number = (dataset.versions.aggregate(n=Max("number"))["n"] or 0) + 1
         version = DatasetVersion.objects.create(
             dataset=dataset,
-            number=number,
-            row_count=report.rows,
-            columns=sorted(report.columns),
-            sha256=report.sha256,
+            number=_next_number(dataset),
+            row_count=upload.rows_valid,
+            columns=upload.staged["columns"],
+            sha256=upload.staged["sha256"],
             rows_path=str(final),
             source_upload=upload,
+            stats=upload.staged["stats"],
+            created_by=user,
         )
         upload.state = UploadState.READY
-        upload.rows_seen = report.rows
+        upload.staged_path = ""
         upload.finished_at = timezone.now()
-        upload.save(update_fields=["state", "rows_seen", "finished_at"])
-        audit(team=upload.team, user=upload.created_by, action="dataset_version.create", obj=version)
+        upload.save(update_fields=["state", "staged_path", "finished_at"])
+        audit(team=upload.team, user=user, action="dataset_version.create", obj=version)
     Path(upload.file_path).unlink(missing_ok=True)
+    return version
+
+
+def _next_number(dataset: Dataset) -> int:
+    # Locks the dataset row so two versions made at once get different numbers.
+    Dataset.objects.select_for_update().filter(pk=dataset.pk).first()
+    return (dataset.versions.aggregate(n=Max("number"))["n"] or 0) + 1
+
+
+def dataset_upload_accept(*, upload: DatasetUpload, user: User) -> DatasetVersion:
+    """Freeze the valid rows of an upload in review as a new version; its bad rows are skipped."""
+    claimed = DatasetUpload.objects.filter(id=upload.id, state=UploadState.REVIEW).update(
+        state=UploadState.PROCESSING
+    )
+    if not claimed:
+        raise InputError(
+            f"this upload is {upload.state}: only an upload in review can be accepted", field="state"
+        )
+    upload.refresh_from_db()
+    audit(team=upload.team, user=user, action="dataset.accept", obj=upload, skipped=upload.error_count)
+    return _freeze(upload=upload, user=user)
+
+
+def dataset_upload_reject(*, upload: DatasetUpload, user: User) -> DatasetUpload:
+    """Drop an upload in review (or still waiting for its mapping): nothing of it is kept."""
+    changed = DatasetUpload.objects.filter(
+        id=upload.id, state__in=[UploadState.REVIEW, UploadState.MAPPING]
+    ).update(state=UploadState.REJECTED, finished_at=timezone.now())
+    if not changed:
+        raise InputError(
+            f"this upload is {upload.state}: only an upload in review can be rejected", field="state"
+        )
+    upload.refresh_from_db()
+    for path in (upload.staged_path, upload.file_path):
+        if path:
+            Path(path).unlink(missing_ok=True)
+    DatasetUpload.objects.filter(id=upload.id).update(staged_path="")
+    audit(team=upload.team, user=user, action="dataset.reject", obj=upload)
+    upload.refresh_from_db()
     return upload
 
 
-def _upload_fail(
-    upload: DatasetUpload, errors: list[dict], count: int, *, rows_seen: int = 0
-) -> DatasetUpload:
+def _upload_fail(upload: DatasetUpload, report: IngestReport) -> DatasetUpload:
     upload.state = UploadState.FAILED
-    upload.errors = errors
-    upload.error_count = count
-    upload.rows_seen = rows_seen
+    upload.errors = report.errors
+    upload.error_count = report.error_count
+    upload.rows_seen = report.rows_read
+    upload.rows_valid = 0
     upload.finished_at = timezone.now()
-    upload.save(update_fields=["state", "errors", "error_count", "rows_seen", "finished_at"])
+    upload.save(update_fields=["state", "errors", "error_count", "rows_seen", "rows_valid", "finished_at"])
     Path(upload.file_path).unlink(missing_ok=True)
     return upload
+
+
+def _job_using(versions) -> str | None:
+    from anneal.training.models import Job
+
+    job = Job.objects.filter(dataset_version__in=versions).order_by("id").first()
+    return f"job #{job.pk} '{job.name}' uses {job.dataset_version}" if job else None
+
+
+@transaction.atomic
+def dataset_version_delete(*, version: DatasetVersion, user: User) -> None:
+    """Delete a version no job uses (a job's version is kept so the job can be reproduced)."""
+    used = _job_using([version])
+    if used:
+        raise InUse(f"{used}: a version a job used is kept so the job can be reproduced", field="version")
+    path = version.rows_path
+    audit(team=version.dataset.team, user=user, action="dataset_version.delete", obj=version)
+    version.delete()
+    transaction.on_commit(lambda: Path(path).unlink(missing_ok=True))
+
+
+@transaction.atomic
+def dataset_delete(*, dataset: Dataset, user: User) -> None:
+    """Delete a dataset and its versions, when no job uses any of them."""
+    versions = list(dataset.versions.all())
+    used = _job_using(versions)
+    if used:
+        raise InUse(f"{used}: delete the dataset's unused versions instead, or keep it", field="dataset")
+    paths = [v.rows_path for v in versions]
+    audit(team=dataset.team, user=user, action="dataset.delete", obj=dataset, name=dataset.name)
+    dataset.delete()
+    transaction.on_commit(lambda: [Path(p).unlink(missing_ok=True) for p in paths])
 
 
 @transaction.atomic
 def dataset_version_create_from_rows(
-    *, team: Team, user: User | None, name: str, rows: list[dict]
+    *,
+    team: Team,
+    user: User | None,
+    name: str,
+    rows: list[dict],
+    stats: dict | None = None,
+    pack: dict | None = None,
 ) -> DatasetVersion:
     """Freeze rows made by the platform itself (demo data, domain packs) as a new version."""
     lines = [json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n" for row in rows]
@@ -145,13 +375,20 @@ def dataset_version_create_from_rows(
     sha = hashlib.sha256(body).hexdigest()
     folder = settings.DATASET_DIR / str(team.id)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{sha}.jsonl"
+    path = folder / f"{sha[:16]}-{uuid.uuid4().hex[:8]}.jsonl"
     path.write_bytes(body)
     dataset, _ = Dataset.objects.get_or_create(team=team, name=name, defaults={"created_by": user})
-    number = (dataset.versions.aggregate(n=Max("number"))["n"] or 0) + 1
     columns = sorted({key for row in rows for key in row})
     version = DatasetVersion.objects.create(
-        dataset=dataset, number=number, row_count=len(rows), columns=columns, sha256=sha, rows_path=str(path)
+        dataset=dataset,
+        number=_next_number(dataset),
+        row_count=len(rows),
+        columns=columns,
+        sha256=sha,
+        rows_path=str(path),
+        stats=stats or {},
+        pack=pack or {},
+        created_by=user,
     )
     audit(team=team, user=user, action="dataset_version.create", obj=version)
     return version

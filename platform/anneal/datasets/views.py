@@ -1,19 +1,35 @@
-"""Pages: datasets, the upload form and the upload's progress."""
+"""Pages: datasets, the upload form, the upload's mapping / progress / review, splits, packs."""
 
 import json
 
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from anneal.accounts.scope import page_team
 from anneal.accounts.selectors import can_write
-from anneal.datasets.forms import UploadForm
+from anneal.datasets.forms import MappingForm, PackForm, SplitForm, UploadForm
 from anneal.datasets.ingest import read_rows
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion, UploadState
-from anneal.datasets.services import dataset_upload_create
+from anneal.datasets.pack_services import domain_pack_create
+from anneal.datasets.packs import offered_tasks
+from anneal.datasets.selectors import upload_preview
+from anneal.datasets.services import (
+    check_request_size,
+    dataset_delete,
+    dataset_upload_accept,
+    dataset_upload_create,
+    dataset_upload_map,
+    dataset_upload_reject,
+    dataset_version_delete,
+)
+from anneal.datasets.splits import dataset_version_split
 from anneal.errors import InputError
-from anneal.pages import form_show_errors, get_visible_or_404, writable_team
+from anneal.pages import check_write, form_show_errors, get_visible_or_404, writable_team
 from anneal.training.models import Job
 
 PREVIEW_ROWS = 5
@@ -36,12 +52,29 @@ def dataset_list(request):
     return render(request, "datasets/list.html", context)
 
 
+def _wants_json(request) -> bool:
+    return request.headers.get("X-Requested-With") == "XMLHttpRequest"
+
+
 @require_http_methods(["GET", "POST"])
 @login_required
 def dataset_upload(request):
     team = writable_team(request)
     form = UploadForm(initial={"name": request.GET.get("name", "")})
     if request.method == "POST":
+        try:
+            check_request_size(request.META.get("CONTENT_LENGTH"))  # before the body is read
+        except InputError as exc:
+            if _wants_json(request):
+                return JsonResponse({"errors": {"file": [exc.errors[0]["message"]]}}, status=400)
+            form.add_error(None, exc.errors[0]["message"])
+            context = {
+                "section": "datasets",
+                "form": form,
+                "team": team,
+                "max_mb": settings.UPLOAD_MAX_BYTES // 2**20,
+            }
+            return render(request, "datasets/upload.html", context, status=400)
         form = UploadForm(request.POST, request.FILES)
         if form.is_valid():
             try:
@@ -55,8 +88,20 @@ def dataset_upload(request):
             except InputError as exc:
                 form_show_errors(form, exc, fields=UploadForm.SERVICE_FIELDS)
             else:
-                return redirect("upload-detail", pk=upload.pk)
-    return render(request, "datasets/upload.html", {"section": "datasets", "form": form, "team": team})
+                url = reverse("upload-detail", args=[upload.pk])
+                return JsonResponse({"redirect": url}) if _wants_json(request) else redirect(url)
+        if _wants_json(request):
+            # The browser's XHR upload shows these next to the fields, as the plain form would.
+            return JsonResponse(
+                {"errors": {k: [str(m) for m in v] for k, v in form.errors.items()}}, status=400
+            )
+    context = {
+        "section": "datasets",
+        "form": form,
+        "team": team,
+        "max_mb": settings.UPLOAD_MAX_BYTES // 2**20,
+    }
+    return render(request, "datasets/upload.html", context)
 
 
 @require_GET
@@ -72,11 +117,74 @@ def upload_detail(request, pk: int):
         "section": "datasets",
         "upload": upload,
         "version": version,
-        "finished": upload.state in (UploadState.READY, UploadState.FAILED),
+        "finished": upload.state not in (UploadState.PENDING, UploadState.PROCESSING),
         "hidden_errors": max(0, upload.error_count - len(upload.errors)),
         "can_write": can_write(request.user, upload.team),
+        "percent": round(upload.progress * 100),
     }
+    if upload.state == UploadState.MAPPING:
+        preview = upload_preview(upload=upload)
+        context["preview"] = preview
+        context["preview_table"] = [[_cell(row.get(c)) for c in preview.columns] for row in preview.rows]
+        context["mapping_form"] = MappingForm(columns=preview.columns)
     return render(request, "datasets/upload_detail.html", context)
+
+
+@require_POST
+@login_required
+def upload_map(request, pk: int):
+    upload = get_visible_or_404(request, DatasetUpload.objects.all(), pk)
+    check_write(request, upload.team)
+    preview = upload_preview(upload=upload)
+    form = MappingForm(request.POST, columns=preview.columns)
+    if form.is_valid():
+        try:
+            dataset_upload_map(
+                upload=upload,
+                user=request.user,
+                mapping=form.mapping(),
+                tokenizer=form.cleaned_data["tokenizer"],
+            )
+        except InputError as exc:
+            form_show_errors(form, exc, fields=MappingForm.SERVICE_FIELDS)
+        else:
+            return redirect("upload-detail", pk=upload.pk)
+    context = {
+        "section": "datasets",
+        "upload": upload,
+        "finished": True,
+        "can_write": True,
+        "preview": preview,
+        "preview_table": [[_cell(row.get(c)) for c in preview.columns] for row in preview.rows],
+        "mapping_form": form,
+    }
+    return render(request, "datasets/upload_detail.html", context, status=400)
+
+
+@require_POST
+@login_required
+def upload_accept(request, pk: int):
+    upload = get_visible_or_404(request, DatasetUpload.objects.all(), pk)
+    check_write(request, upload.team)
+    try:
+        version = dataset_upload_accept(upload=upload, user=request.user)
+    except InputError as exc:
+        messages.error(request, str(exc))
+        return redirect("upload-detail", pk=upload.pk)
+    messages.success(request, f"Accepted: {version} holds {version.row_count} rows.")
+    return redirect("dataset-detail", pk=version.dataset_id)
+
+
+@require_POST
+@login_required
+def upload_reject(request, pk: int):
+    upload = get_visible_or_404(request, DatasetUpload.objects.all(), pk)
+    check_write(request, upload.team)
+    try:
+        dataset_upload_reject(upload=upload, user=request.user)
+    except InputError as exc:
+        messages.error(request, str(exc))
+    return redirect("upload-detail", pk=upload.pk)
 
 
 @require_GET
@@ -84,29 +192,119 @@ def upload_detail(request, pk: int):
 def dataset_detail(request, pk: int):
     dataset = get_visible_or_404(request, Dataset.objects.all(), pk)
     versions = list(dataset.versions.select_related("source_upload").order_by("-number"))
-    latest = versions[0] if versions else None
+    chosen = versions[0] if versions else None
+    if request.GET.get("version", "").isdigit():
+        chosen = next((v for v in versions if v.number == int(request.GET["version"])), chosen)
+    return render(
+        request, "datasets/detail.html", _detail_context(request, dataset, versions, chosen, SplitForm())
+    )
+
+
+def _detail_context(request, dataset, versions, chosen, split_form) -> dict:
     # The prompt first, then the answer: what a reader looks for; the other columns after, as stored.
-    stored = list(latest.columns) if latest else []
+    stored = list(chosen.columns) if chosen else []
     columns = [c for c in ("prompt", "answer") if c in stored] + [
         c for c in stored if c not in ("prompt", "answer")
     ]
     try:
-        rows = read_rows(latest.rows_path, limit=PREVIEW_ROWS) if latest else []
+        rows = read_rows(chosen.rows_path, limit=PREVIEW_ROWS) if chosen else []
         preview = [[_cell(row.get(column)) for column in columns] for row in rows]
     except OSError:
         # The frozen file went missing (storage moved): the page still shows what the database knows.
         preview = None
-    context = {
+    used = set(
+        Job.objects.filter(dataset_version__dataset=dataset).values_list("dataset_version_id", flat=True)
+    )
+    return {
         "section": "datasets",
         "dataset": dataset,
         "versions": versions,
-        "latest": latest,
+        "latest": chosen,
+        "used_versions": used,
         "preview": preview,
         "preview_columns": columns,
+        "split_form": split_form,
         "jobs": Job.objects.filter(dataset_version__dataset=dataset).select_related("dataset_version")[:10],
         "can_write": can_write(request.user, dataset.team),
     }
-    return render(request, "datasets/detail.html", context)
+
+
+@require_POST
+@login_required
+def version_split(request, pk: int):
+    version = get_visible_or_404(request, DatasetVersion.objects.all(), pk, team_path="dataset__team")
+    check_write(request, version.dataset.team)
+    form = SplitForm(request.POST)
+    if form.is_valid():
+        try:
+            train, held_out = dataset_version_split(version=version, user=request.user, **form.params())
+        except InputError as exc:
+            form_show_errors(form, exc)
+        else:
+            messages.success(
+                request,
+                f"Split {version}: train {train} ({train.row_count} rows), "
+                f"eval {held_out} ({held_out.row_count} rows).",
+            )
+            return redirect("dataset-detail", pk=version.dataset_id)
+    dataset = version.dataset
+    versions = list(dataset.versions.select_related("source_upload").order_by("-number"))
+    context = _detail_context(request, dataset, versions, version, form)
+    return render(request, "datasets/detail.html", context, status=400)
+
+
+@require_POST
+@login_required
+def version_delete(request, pk: int):
+    version = get_visible_or_404(request, DatasetVersion.objects.all(), pk, team_path="dataset__team")
+    check_write(request, version.dataset.team)
+    dataset_id = version.dataset_id
+    try:
+        dataset_version_delete(version=version, user=request.user)
+    except InputError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Deleted {version}.")
+    return redirect("dataset-detail", pk=dataset_id)
+
+
+@require_POST
+@login_required
+def dataset_delete_view(request, pk: int):
+    dataset = get_visible_or_404(request, Dataset.objects.all(), pk)
+    check_write(request, dataset.team)
+    try:
+        dataset_delete(dataset=dataset, user=request.user)
+    except InputError as exc:
+        messages.error(request, str(exc))
+        return redirect("dataset-detail", pk=dataset.pk)
+    messages.success(request, f"Deleted dataset {dataset.name}.")
+    return redirect("dataset-list")
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def pack_new(request):
+    team = writable_team(request)
+    offered = offered_tasks()
+    names = [check.task for check in offered]
+    form = PackForm(tasks=names, initial={"name": "reasoning-gym"})
+    if request.method == "POST":
+        form = PackForm(request.POST, tasks=names)
+        if form.is_valid():
+            try:
+                result = domain_pack_create(team=team, user=request.user, **form.cleaned_data)
+            except InputError as exc:
+                form_show_errors(form, exc)
+            else:
+                messages.success(
+                    request,
+                    f"Made {result.version} ({result.version.row_count} rows) and "
+                    f"{len(result.verifiers)} verifier{'s' if len(result.verifiers) != 1 else ''}.",
+                )
+                return redirect("dataset-detail", pk=result.version.dataset_id)
+    context = {"section": "datasets", "form": form, "offered": offered, "team": team}
+    return render(request, "datasets/pack_new.html", context)
 
 
 def _cell(value: object) -> str:

@@ -1,0 +1,66 @@
+"""Make a domain pack: reasoning-gym rows as one dataset version, and a verifier per domain (task)."""
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from anneal.accounts.models import Team
+from anneal.datasets.ingest import _Stats
+from anneal.datasets.models import DatasetVersion
+from anneal.datasets.packs import PackError, check_pack_request, generate_task
+from anneal.datasets.services import dataset_version_create_from_rows
+from anneal.datasets.tokens import token_counter
+from anneal.errors import InputError
+from anneal.verifiers.models import Verifier
+from anneal.verifiers.services import verifier_create
+
+
+@dataclass
+class PackResult:
+    version: DatasetVersion
+    verifiers: list[Verifier]
+    dropped: dict[str, int]
+
+
+def domain_pack_create(
+    *, team: Team, user: User, name: str, tasks: list[str], size: int, seed: int, difficulty: int | None
+) -> PackResult:
+    """Generate ``size`` rows per task, freeze them as a version of dataset ``name`` and create one
+    verifier per task, named ``<name>/<task>``. All or nothing: an error stores nothing."""
+    name = (name or "").strip()
+    if not name:
+        raise InputError("give the dataset a name", field="name")
+    try:
+        check_pack_request(tasks=tasks, size=size, seed=seed, difficulty=difficulty)
+    except PackError as exc:
+        raise InputError(exc.message, field=exc.field) from None
+    taken = set(
+        Verifier.objects.filter(team=team, name__in=[f"{name}/{t}" for t in tasks]).values_list(
+            "name", flat=True
+        )
+    )
+    if taken:
+        raise InputError(
+            f"verifier(s) {', '.join(sorted(taken))} already exist: choose another name", field="name"
+        )
+    made = [generate_task(task=task, size=size, seed=seed, difficulty=difficulty) for task in tasks]
+    rows = [row for task in made for row in task.rows]
+    stats = _Stats(token_counter("tiny"))
+    for row in rows:
+        stats.add(row)
+    dropped = {task.task: task.dropped for task in made if task.dropped}
+    recipe = {"source": "reasoning_gym", "tasks": tasks, "size": size, "seed": seed, "difficulty": difficulty}
+    with transaction.atomic():
+        version = dataset_version_create_from_rows(
+            team=team,
+            user=user,
+            name=name,
+            rows=rows,
+            stats=stats.summary(rows=len(rows), duplicates=0, skipped=sum(dropped.values())),
+            pack={**recipe, "dropped": dropped},
+        )
+        verifiers = [
+            verifier_create(team=team, user=user, name=f"{name}/{task.task}", spec=task.spec) for task in made
+        ]
+    return PackResult(version=version, verifiers=verifiers, dropped=dropped)
