@@ -150,7 +150,9 @@ class RolloutRecorder:
             self.pending[name] = results
             if name == self.last_name:
                 self.step_metrics[step].update(self._pass_rates(rows))
-                self._emit(step=step, rows=rows, prompts=prompts, texts=texts)
+                self._emit(
+                    step=step, rows=rows, indices=kwargs[ROW_INDEX_COLUMN], prompts=prompts, texts=texts
+                )
             return [result.score for result in results]
 
         # TRL names a reward function's metrics after __name__.
@@ -179,7 +181,9 @@ class RolloutRecorder:
                 metrics[f"reward{suffix}"] = sum(reward for _, reward in outcomes) / len(outcomes)
         return metrics
 
-    def _emit(self, *, step: int, rows: list[dict], prompts: list, texts: list[str]) -> None:
+    def _emit(
+        self, *, step: int, rows: list[dict], indices: list[int], prompts: list, texts: list[str]
+    ) -> None:
         pending, self.pending = self.pending, {}
         wanted = min(self.per_step - self.emitted[step], len(texts))
         if wanted <= 0:
@@ -194,9 +198,11 @@ class RolloutRecorder:
                 if results[index].reason
             ]
             reference = rows[index].get("answer")
+            domain = rows[index].get("domain")
             self.sink.emit(
                 "rollout",
                 {
+                    **({"domain": str(domain)} if domain else {}),
                     "step": step,
                     "prompt": _text(prompts[index]),
                     "completion": texts[index],
@@ -204,6 +210,8 @@ class RolloutRecorder:
                     "parts": parts,
                     "reason": "; ".join(reasons),
                     "reference": None if reference is None else str(reference),
+                    # Where the row is in the job's dataset, so a flagged rollout can become a test case.
+                    "row_index": int(indices[index]),
                 },
             )
 

@@ -84,6 +84,20 @@ def test_job_page_receives_live_updates(stack, launched_job):
         page.fill("#compare-form input[name=b]", "25")
         expect(page.locator("#compare-a li")).to_have_count(4)
         expect(page.locator("#compare-b li")).to_have_count(4)
+
+        # An expert flags a rollout: it becomes a test case of the verifier.
+        first = page.locator("#rollouts li").first
+        first.locator("details.flag summary").click()
+        first.locator("details.flag button[type=submit]").click()
+        expect(first.locator("details.flag")).to_contain_text("saved as test case #")
+
+        # The Dash dashboards render inside the page (assets served locally) with this user's job in them.
+        page.goto(f"{stack.base_url}/dashboards/")
+        compare = page.frame_locator("iframe").first
+        expect(compare.locator(".js-plotly-plot .main-svg").first).to_be_attached(timeout=60_000)
+        expect(compare.locator("#jobs")).to_contain_text("watched", timeout=60_000)
+        expect(compare.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached()
+        page.screenshot(path=str(stack.workdir / "dashboards.png"), full_page=True)
         browser.close()
 
     events = [json.loads(f) for f in frames if f.startswith("{")]

@@ -103,7 +103,7 @@
     lastSeq = event.seq;
     var p = event.payload || {};
     if (event.kind === "metric") onMetric(p);
-    else if (event.kind === "rollout") onRollout(p);
+    else if (event.kind === "rollout") onRollout(Object.assign({ seq: event.seq }, p));
     else if (event.kind === "state") onState(p, event.seq);
     else if (event.kind === "checkpoint") onCheckpoint(p);
     else if (event.kind === "log") addLog(event.seq, p.message || "", "");
@@ -418,7 +418,64 @@
       reason.textContent = why;
       li.append(reason);
     }
+    if (data.can_write && data.flag_verifiers.length && p.seq && !p.pruned) li.append(flagForm(p));
     return li;
+  }
+
+  // ---- flag a rollout: it becomes a test case of one of the job's verifiers ----------------------------
+  function csrfToken() {
+    var match = /(?:^|; )csrftoken=([^;]+)/.exec(document.cookie);
+    return match ? decodeURIComponent(match[1]) : "";
+  }
+
+  function flagForm(p) {
+    var details = document.createElement("details");
+    details.className = "flag";
+    var summary = document.createElement("summary");
+    summary.textContent = "Flag as a verifier test case";
+    var form = document.createElement("form");
+    form.className = "filters";
+    var verifier = document.createElement("select");
+    verifier.name = "verifier";
+    data.flag_verifiers.forEach(function (v) { addOption(verifier, v.name); verifier.lastChild.value = v.id; });
+    var verdict = document.createElement("select");
+    verdict.name = "expected_pass";
+    [["false", "should fail (a hack or a wrong answer)"], ["true", "should pass (a right answer)"]].forEach(function (o) {
+      var option = document.createElement("option");
+      option.value = o[0];
+      option.textContent = o[1];
+      verdict.append(option);
+    });
+    var note = document.createElement("input");
+    note.name = "note";
+    note.placeholder = "why (optional)";
+    var button = document.createElement("button");
+    button.type = "submit";
+    button.className = "btn btn-small";
+    button.textContent = "Save test case";
+    var status = document.createElement("span");
+    status.className = "muted small";
+    form.append(verifier, verdict, note, button, status);
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      button.disabled = true;
+      fetch(data.flag_url + p.seq + "/flag", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+        body: JSON.stringify({ verifier: Number(verifier.value), expected_pass: verdict.value === "true", note: note.value }),
+      }).then(function (response) {
+        return response.json().then(function (body) { return { ok: response.ok, body: body }; });
+      }).then(function (result) {
+        status.textContent = result.ok ? "saved as test case #" + result.body.id : (result.body.detail || "could not save");
+        button.disabled = result.ok;
+      }).catch(function () {
+        status.textContent = "could not reach the server; try again";
+        button.disabled = false;
+      });
+    });
+    details.append(summary, form);
+    return details;
   }
 
   function drawRollouts() {

@@ -3,6 +3,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from anneal.api_base import TeamScopedView
+from anneal.errors import InputError
 from anneal.training.models import Checkpoint, Job, JobEvent
 from anneal.training.selectors import job_events_after
 from anneal.training.services import HYPER_FIELDS, job_cancel, job_launch, job_retry
@@ -137,3 +138,49 @@ class CheckpointListApi(TeamScopedView):
     def get(self, request):
         checkpoints = Checkpoint.objects.filter(job__team__in=self.teams())
         return Response(CheckpointOutput(checkpoints, many=True).data)
+
+
+class RolloutFlagApi(TeamScopedView):
+    class Input(serializers.Serializer):
+        verifier = serializers.IntegerField(help_text="One of the job's verifiers (its id).")
+        expected_pass = serializers.BooleanField(
+            help_text="Whether the verifier should give this completion full marks (false: it should fail)."
+        )
+        note = serializers.CharField(required=False, allow_blank=True, default="")
+
+    class Output(serializers.Serializer):
+        id = serializers.IntegerField()
+        verifier = serializers.IntegerField(source="verifier_id")
+        expected_pass = serializers.BooleanField()
+        note = serializers.CharField()
+        source_job = serializers.IntegerField(source="source_job_id")
+        source_seq = serializers.IntegerField()
+
+    @extend_schema(
+        request=Input,
+        responses={201: Output},
+        description="Turn a rollout of the job into a test case of one of its verifiers: every later version "
+        "of the verifier is checked against it.",
+    )
+    def post(self, request, pk: int, seq: int):
+        from anneal.verifiers.models import Verifier
+        from anneal.verifiers.services import verifier_test_case_from_rollout
+
+        job = self.get_scoped(Job.objects.all(), pk)
+        self.check_write(job.team)
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        verifier = Verifier.objects.filter(pk=data.validated_data["verifier"], team=job.team).first()
+        if verifier is None:
+            raise InputError(
+                f"no verifier with id {data.validated_data['verifier']} in this team", field="verifier"
+            )
+        case = verifier_test_case_from_rollout(
+            job=job,
+            seq=seq,
+            verifier=verifier,
+            expected_pass=data.validated_data["expected_pass"],
+            note=data.validated_data["note"],
+            user=request.user,
+        )
+        return Response(self.Output(case).data, status=status.HTTP_201_CREATED)

@@ -46,7 +46,9 @@ def evaluation_table(*, job: Job) -> tuple[list[str], list[int], list[list[float
         .values_list("payload", flat=True)
     ]
     steps = [payload["step"] for payload in evaluations]
-    found = {key.removeprefix("eval/") for payload in evaluations for key in payload if key.startswith("eval/")}
+    found = {
+        key.removeprefix("eval/") for payload in evaluations for key in payload if key.startswith("eval/")
+    }
     domains = sorted(found - {"mean"})
     if len(domains) > 1:
         domains.append("mean")  # the mean over every row, below the domains it averages

@@ -69,6 +69,10 @@ def job_detail(request, pk: int):
         "ws_path": f"/ws/jobs/{job.pk}/",
         "terminal_states": sorted(TERMINAL_STATES),
         "verifiers": [jv.name for jv in verifiers],
+        # For "flag this rollout as a test case of a verifier"; writers only.
+        "flag_verifiers": [{"id": jv.verifier_version.verifier_id, "name": jv.name} for jv in verifiers],
+        "can_write": can_write(request.user, job.team),
+        "flag_url": f"/api/v1/jobs/{job.pk}/rollouts/",
     }
     context = {
         "section": "jobs",
