@@ -7,7 +7,7 @@ VENV := .venv
 # Touched after a successful install: the venv is rebuilt only when pyproject.toml is newer than this.
 STAMP := $(VENV)/.installed
 
-.PHONY: venv system system-test demo run test test-services lint gpu-resolve clean
+.PHONY: venv system system-test sandbox-image demo run test test-services lint gpu-resolve clean
 
 venv: $(STAMP)
 
@@ -37,8 +37,13 @@ system-test:
 test-services:
 	@scripts/test-services.sh
 
+# The docker sandbox backend on this machine: Podman's Docker API on unix:///run/anneal-podman.sock (started
+# when it does not answer) and the sandbox image from Debian packages (debootstrap, ~1.5 min once; cached).
+sandbox-image: system-test
+	@scripts/sandbox-image.sh all
+
 # The whole suite against PostgreSQL and Redis on 127.0.0.1. Extra pytest options: make test PYTEST_ARGS='-k foo'
-test: system-test test-services venv
+test: system-test test-services sandbox-image venv
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
 
 lint: venv

@@ -13,7 +13,9 @@ RUNTIME_PACKAGES=(bubblewrap ca-certificates)
 # installs them only when nothing answers on their ports.
 #   chromium, chromium-driver  the browser the e2e tests drive through Playwright (never `playwright install`)
 #   docker-compose             Debian's 1.29.2: `docker-compose config` validates docker-compose.yml, no engine needed
-TEST_PACKAGES=(chromium chromium-driver docker-compose)
+#   podman, runc, debootstrap, curl  the docker sandbox backend's engine (Podman's Docker API) and its image,
+#                              built from Debian packages by `make sandbox-image` (scripts/sandbox-image.sh)
+TEST_PACKAGES=(chromium chromium-driver docker-compose podman runc debootstrap curl)
 
 profile=${1:-runtime}
 case "$profile" in

@@ -25,6 +25,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def claim_redis_db() -> str:
+    """A Redis database of its own for this stack: Celery queue names are fixed, so two stacks sharing one
+    database (two test runs at once) would take each other's tasks. The claim expires with the run."""
+    for db in range(10, 16):
+        client = redis.Redis.from_url(f"redis://127.0.0.1:6379/{db}")
+        if client.set("anneal-stack-claim", os.getpid(), nx=True, ex=3600):
+            return f"redis://127.0.0.1:6379/{db}"
+    raise RuntimeError("Redis databases 10-15 are all claimed by running test stacks")
+
+
 class Stack:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -32,7 +42,7 @@ class Stack:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.processes: dict[str, subprocess.Popen] = {}
-        redis_url = os.environ.get("ANNEAL_STACK_REDIS_URL", "redis://127.0.0.1:6379/10")
+        redis_url = os.environ.get("ANNEAL_STACK_REDIS_URL") or claim_redis_db()
         self.env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
@@ -58,7 +68,11 @@ class Stack:
     def start(self) -> None:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{self.db_name}"')
-        redis.Redis.from_url(self.redis_url).flushdb()
+        client = redis.Redis.from_url(self.redis_url)
+        claim = client.get("anneal-stack-claim")
+        client.flushdb()
+        if claim is not None:
+            client.set("anneal-stack-claim", claim, ex=3600)
         self.manage("migrate", "--noinput")
         self.manage("collectstatic", "--noinput")
         celery = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--loglevel", "INFO"]
@@ -144,3 +158,4 @@ class Stack:
                 proc.wait()
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+        redis.Redis.from_url(self.redis_url).flushdb()  # the claim with it

@@ -6,6 +6,7 @@ from django.urls import path
 
 from anneal.accounts import views as accounts
 from anneal.datasets import views as datasets
+from anneal.sandboxes_view import sandbox_fleet
 from anneal.training import views as training
 from anneal.verifiers import views as verifiers
 
@@ -20,9 +21,20 @@ urlpatterns = [
     path("datasets/upload/", datasets.dataset_upload, name="dataset-upload"),
     path("datasets/<int:pk>/", datasets.dataset_detail, name="dataset-detail"),
     path("datasets/uploads/<int:pk>/", datasets.upload_detail, name="upload-detail"),
+    path("datasets/uploads/<int:pk>/mapping/", datasets.upload_map, name="upload-map"),
+    path("datasets/uploads/<int:pk>/accept/", datasets.upload_accept, name="upload-accept"),
+    path("datasets/uploads/<int:pk>/reject/", datasets.upload_reject, name="upload-reject"),
+    path("datasets/<int:pk>/delete/", datasets.dataset_delete_view, name="dataset-delete"),
+    path("datasets/versions/<int:pk>/split/", datasets.version_split, name="version-split"),
+    path("datasets/versions/<int:pk>/delete/", datasets.version_delete, name="version-delete"),
+    path("datasets/packs/new/", datasets.pack_new, name="pack-new"),
     path("verifiers/", verifiers.verifier_list, name="verifier-list"),
     path("verifiers/new/", verifiers.verifier_new, name="verifier-new"),
     path("verifiers/<int:pk>/", verifiers.verifier_detail, name="verifier-detail"),
+    path("verifiers/<int:pk>/edit/", verifiers.verifier_edit, name="verifier-edit"),
+    path("verifiers/<int:pk>/clone/", verifiers.verifier_clone_page, name="verifier-clone"),
+    path("verifiers/<int:pk>/delete/", verifiers.verifier_delete_page, name="verifier-delete"),
+    path("sandboxes/", sandbox_fleet, name="sandbox-fleet"),
     path("jobs/", training.job_list, name="job-list"),
     path("dashboards/", training.dashboards, name="dashboards"),
     path("jobs/new/", training.job_new, name="job-new"),

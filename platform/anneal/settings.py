@@ -24,6 +24,11 @@ DATASET_DIR = env_path("ANNEAL_DATASET_DIR", DATA_DIR / "datasets")
 MODEL_STORE = env_path("ANNEAL_MODEL_STORE", DATA_DIR / "models")
 CHECKPOINT_DIR = env_path("ANNEAL_CHECKPOINT_DIR", DATA_DIR / "checkpoints")
 UPLOAD_MAX_BYTES = env_int("ANNEAL_UPLOAD_MAX_MB", 200, minimum=1, maximum=100_000) * 1024 * 1024
+# What a gzip upload may expand to (a gzip bomb stops here), and the longest line of a JSONL or CSV file.
+UPLOAD_MAX_DECOMPRESSED_BYTES = (
+    env_int("ANNEAL_UPLOAD_MAX_DECOMPRESSED_MB", 2000, minimum=1, maximum=1_000_000) * 1024 * 1024
+)
+DATASET_MAX_LINE_BYTES = env_int("ANNEAL_DATASET_MAX_LINE_KB", 8192, minimum=1, maximum=1_000_000) * 1024
 
 INSTALLED_APPS = [
     "daphne",
@@ -142,8 +147,13 @@ CHANNEL_LAYERS = {
 }
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 
-SANDBOX_BACKEND = env_choice("SANDBOX_BACKEND", "bwrap", ("bwrap",))
+SANDBOX_BACKEND = env_choice("SANDBOX_BACKEND", "bwrap", ("bwrap", "docker", "kubernetes"))
 SANDBOX_EXECUTION = env_choice("SANDBOX_EXECUTION", "local", ("local", "remote"))
+# Read by sandboxes.registry (Django-free) from the same variables; validated here so start-up fails clearly.
+SANDBOX_POOL_SIZE = env_int("ANNEAL_SANDBOX_POOL_SIZE", 2, minimum=0, maximum=64)
+SANDBOX_RECYCLE_AFTER = env_int("ANNEAL_SANDBOX_RECYCLE_AFTER", 200, minimum=1, maximum=1_000_000)
+# Runs one team may have in flight on the sandbox hosts at once (remote execution; see sandboxes/fleet.py).
+SANDBOX_TEAM_QUOTA = env_int("ANNEAL_SANDBOX_TEAM_QUOTA", 64, minimum=1, maximum=100_000)
 # Rollout texts older than this many days are dropped (their step, reward and parts stay); 0 keeps them all.
 ROLLOUT_RETENTION_DAYS = env_int("ANNEAL_ROLLOUT_RETENTION_DAYS", 90, minimum=0)
 JOB_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_JOB_HEARTBEAT_TIMEOUT_S", 120, minimum=10)

@@ -89,7 +89,9 @@ def _ensure_with_slow_build(store: str, results: "multiprocessing.Queue") -> Non
 def test_concurrent_callers_build_once_and_clear_leftovers_of_a_dead_build(tmp_path):
     leftover = tmp_path / ".tiny-v2-seed5.tmp-999999"
     leftover.mkdir()
-    context = multiprocessing.get_context("fork")
+    # Spawn, not fork: by now the test process has threads (channel layers, torch) whose locks a forked
+    # child could inherit held, and hang.
+    context = multiprocessing.get_context("spawn")
     results = context.Queue()
     workers = [
         context.Process(target=_ensure_with_slow_build, args=(str(tmp_path), results)) for _ in range(3)
@@ -97,7 +99,7 @@ def test_concurrent_callers_build_once_and_clear_leftovers_of_a_dead_build(tmp_p
     for worker in workers:
         worker.start()
     for worker in workers:
-        worker.join(timeout=30)
+        worker.join(timeout=90)
         assert worker.exitcode == 0
 
     expected = str(tiny_model_dir(tmp_path, seed=5))
