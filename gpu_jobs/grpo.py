@@ -199,10 +199,15 @@ class RolloutRecorder:
             ]
             reference = rows[index].get("answer")
             domain = rows[index].get("domain")
+            output = {
+                name: results[index].output for name, results in pending.items() if results[index].output
+            }
             self.sink.emit(
                 "rollout",
                 {
                     **({"domain": str(domain)} if domain else {}),
+                    # What sandboxed verifiers saw the program print, per verifier.
+                    **({"output": output} if output else {}),
                     "step": step,
                     "prompt": _text(prompts[index]),
                     "completion": texts[index],

@@ -15,9 +15,14 @@ class ScoreResult:
     score: float
     parts: dict[str, float] = field(default_factory=dict)
     reason: str = ""
+    # What the sandbox printed, for types that run code: {"status", "stdout", "stderr"}, each text capped.
+    output: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"score": self.score, "parts": dict(self.parts), "reason": self.reason}
+        out = {"score": self.score, "parts": dict(self.parts), "reason": self.reason}
+        if self.output:
+            out["output"] = dict(self.output)
+        return out
 
 
 class SpecError(ValueError):

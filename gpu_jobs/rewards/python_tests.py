@@ -129,6 +129,11 @@ class PythonTests(Scorer):
         )
 
     def _from_run(self, run: RunResult, *, nonce: str, total: int) -> ScoreResult:
+        result = self._verdict(run, nonce=nonce, total=total)
+        result.output = sandbox_output(run)
+        return result
+
+    def _verdict(self, run: RunResult, *, nonce: str, total: int) -> ScoreResult:
         report = _find_report(run.stdout, nonce)
         if report is None:
             return _zero(_why_no_report(run), total=total)
@@ -148,6 +153,20 @@ class PythonTests(Scorer):
                 f"{passed}/{total} tests passed; test {first + 1}: {shorten(str(report['errors'][first]))}"
             )
         return ScoreResult(score, parts, reason)
+
+
+OUTPUT_SHOWN_CHARS = 2000
+
+
+def sandbox_output(run: RunResult) -> dict[str, str]:
+    """What a person reading a rollout should see of a run: its status and the program's own output (the
+    harness's report line left out), each cut to OUTPUT_SHOWN_CHARS."""
+    stdout = "\n".join(line for line in run.stdout.splitlines() if not line.startswith(REPORT_PREFIX))
+    return {
+        "status": str(run.status),
+        "stdout": stdout[-OUTPUT_SHOWN_CHARS:],
+        "stderr": run.stderr[-OUTPUT_SHOWN_CHARS:],
+    }
 
 
 def _as_test_list(value: object) -> tuple[list[str], str]:

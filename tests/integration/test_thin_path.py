@@ -126,6 +126,8 @@ def test_job_runs_end_to_end(stack, people, setup):
     # The python-tests verifier really ran in the sandbox: its part is present with a reason.
     assert set(rollout["parts"]) == {"exact", "tests"}
     assert rollout["prompt"] and "reason" in rollout
+    # ...and what the program printed in the sandbox travels with the rollout, for the trace view.
+    assert set(rollout["output"]) == {"tests"} and rollout["output"]["tests"]["status"] in ("ok", "failed")
 
     assert job["checkpoints"], "no checkpoint recorded"
     final = max(job["checkpoints"], key=lambda c: c["step"])

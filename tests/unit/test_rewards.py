@@ -289,3 +289,15 @@ def test_a_normalised_spec_validates_again_unchanged(spec):
     # Jobs store the normalised spec and the training process validates it a second time.
     once = validate_spec(spec)
     assert validate_spec(once) == once
+
+
+def test_python_tests_results_carry_what_the_sandbox_printed():
+    scorer = build_scorer({"type": "python_tests", "tests": ["assert result == 2"]})
+    ok, failing = scorer.score_batch(
+        [{}, {}], ["print('hello from the program')\n1 + 1", "import sys\nprint('oops', file=sys.stderr)\n3"]
+    )
+    assert ok.score == 1.0 and ok.output["status"] == "ok"
+    assert "hello from the program" in ok.output["stdout"] + ok.output["stderr"]
+    assert "ANNEAL" not in ok.output["stdout"]  # the harness's report line is not the program's output
+    assert failing.score == 0.0 and "oops" in failing.output["stderr"]
+    assert failing.to_dict()["output"] == failing.output

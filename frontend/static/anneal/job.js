@@ -418,6 +418,15 @@
       reason.textContent = why;
       li.append(reason);
     }
+    Object.keys(p.output || {}).forEach(function (name) {
+      var out = p.output[name];
+      var box = document.createElement("details");
+      box.className = "flag sandbox-output";
+      var summary = document.createElement("summary");
+      summary.textContent = "sandbox output of " + name + " (" + (out.status || "?") + ")";
+      box.append(summary, block("stdout", out.stdout || "(nothing)"), block("stderr", out.stderr || "(nothing)"));
+      li.append(box);
+    });
     if (data.can_write && data.flag_verifiers.length && p.seq && !p.pruned) li.append(flagForm(p));
     return li;
   }
