@@ -189,6 +189,7 @@ class RolloutRecorder:
         if wanted <= 0:
             return
         self.emitted[step] += wanted
+        rollouts = []
         # Evenly spaced picks: completions come grouped by prompt, so this spreads them over prompts.
         for index in (i * len(texts) // wanted for i in range(wanted)):
             parts = {name: results[index].score for name, results in pending.items()}
@@ -202,23 +203,27 @@ class RolloutRecorder:
             output = {
                 name: results[index].output for name, results in pending.items() if results[index].output
             }
-            self.sink.emit(
-                "rollout",
-                {
-                    **({"domain": str(domain)} if domain else {}),
-                    # What sandboxed verifiers saw the program print, per verifier.
-                    **({"output": output} if output else {}),
-                    "step": step,
-                    "prompt": _text(prompts[index]),
-                    "completion": texts[index],
-                    "reward": sum(self.weights[name] * score for name, score in parts.items()),
-                    "parts": parts,
-                    "reason": "; ".join(reasons),
-                    "reference": None if reference is None else str(reference),
-                    # Where the row is in the job's dataset, so a flagged rollout can become a test case.
-                    "row_index": int(indices[index]),
-                },
+            rollouts.append(
+                (
+                    "rollout",
+                    {
+                        **({"domain": str(domain)} if domain else {}),
+                        # What sandboxed verifiers saw the program print, per verifier.
+                        **({"output": output} if output else {}),
+                        "step": step,
+                        "prompt": _text(prompts[index]),
+                        "completion": texts[index],
+                        "reward": sum(self.weights[name] * score for name, score in parts.items()),
+                        "parts": parts,
+                        "reason": "; ".join(reasons),
+                        "reference": None if reference is None else str(reference),
+                        # Where the row is in the job's dataset, so a flagged rollout can become a test case.
+                        "row_index": int(indices[index]),
+                    },
+                )
             )
+        # One write and one broadcast for the step's rollouts.
+        self.sink.emit_many(rollouts)
 
 
 class ReportingCallback(TrainerCallback):

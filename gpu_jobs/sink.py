@@ -28,6 +28,9 @@ class EventSink(Protocol):
     def emit(self, kind: str, payload: dict) -> None:
         """Record one event. Called from the training process, in order; should return quickly."""
 
+    def emit_many(self, events: list[tuple[str, dict]]) -> None:
+        """Record several events at once, in order (a step's rollouts): one write, one broadcast."""
+
 
 class CheckpointStore(Protocol):
     def save(self, *, step: int, local_dir: Path) -> str:
@@ -48,6 +51,10 @@ class ListSink:
         if kind not in EVENT_KINDS:
             raise ValueError(f"kind: must be one of {', '.join(EVENT_KINDS)}, got {kind!r}")
         self.events.append((kind, json.loads(json.dumps(payload, allow_nan=False))))
+
+    def emit_many(self, events: list[tuple[str, dict]]) -> None:
+        for kind, payload in events:
+            self.emit(kind, payload)
 
     def of_kind(self, kind: str) -> list[dict]:
         """The payloads of every event of ``kind``, in emission order."""

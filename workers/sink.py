@@ -8,7 +8,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from anneal.training.events import job_event_record
+from anneal.training.events import job_events_record
 from anneal.training.models import Checkpoint, Job
 
 
@@ -17,10 +17,14 @@ class DjangoEventSink:
         self.job_id = job_id
 
     def emit(self, kind: str, payload: dict) -> None:
+        self.emit_many([(kind, payload)])
+
+    def emit_many(self, events: list[tuple[str, dict]]) -> None:
         with transaction.atomic():
-            if kind == "metric" and isinstance(payload.get("step"), int):
-                Job.objects.filter(pk=self.job_id).update(step=payload["step"])
-            job_event_record(job_id=self.job_id, kind=kind, payload=payload)
+            steps = [p["step"] for kind, p in events if kind == "metric" and isinstance(p.get("step"), int)]
+            if steps:
+                Job.objects.filter(pk=self.job_id).update(step=max(steps))
+            job_events_record(job_id=self.job_id, events=events)
 
 
 @functools.cache
