@@ -30,10 +30,13 @@ class SandboxClient:
         timeout_s: float = 120.0,
         queue: str = QUEUE,
         team: str | None = None,
+        max_batch: int | None = None,
     ) -> None:
         """Remote mode needs `broker_url` and a Redis `result_backend_url`, and a worker consuming `queue`.
 
         `team` (remote mode): the team whose sandbox quota the batches count against (none when None).
+        `max_batch` (remote mode): larger batches go out as several of at most this many runs, all queued at
+        once so several hosts work on them; set it to the team quota, which refuses a larger batch outright.
         """
         if mode not in ("local", "remote"):
             raise ValueError(f"mode must be 'local' or 'remote', got {mode!r}")
@@ -48,6 +51,7 @@ class SandboxClient:
         self.timeout_s = timeout_s
         self.queue = queue
         self.team = team
+        self.max_batch = max_batch
         self.last_hosts: list[str] = []  # remote mode: the hosts seen running the last batch, in order
         self._celery = None
         if mode == "remote":
@@ -69,17 +73,30 @@ class SandboxClient:
         return [RunResult.from_dict(d) for d in self._run_remote(requests, batch_id or uuid.uuid4().hex)]
 
     def _run_remote(self, requests: list[RunRequest], batch_id: str) -> list[dict]:
+        size = self.max_batch or len(requests)
+        chunks = [requests[start : start + size] for start in range(0, len(requests), size)]
+        ids = [batch_id] if len(chunks) == 1 else [f"{batch_id}-{n}" for n in range(len(chunks))]
+        payloads = [[[request.to_dict() for request in chunk], self.backend] for chunk in chunks]
+        kwargs = {"team": self.team} if self.team else {}
+        self.last_hosts = []
+        # Queue every part first, so that free hosts take them in parallel; then collect them in order.
+        results = [
+            self._celery.send_task(TASK_NAME, args=payload, kwargs=kwargs, queue=self.queue, task_id=part_id)
+            for payload, part_id in zip(payloads, ids, strict=True)
+        ]
+        deadline = time.monotonic() + self.timeout_s
+        out: list[dict] = []
+        for result, payload, part_id in zip(results, payloads, ids, strict=True):
+            out.extend(
+                self._wait(result, payload=payload, kwargs=kwargs, batch_id=part_id, deadline=deadline)
+            )
+        return out
+
+    def _wait(self, result, *, payload: list, kwargs: dict, batch_id: str, deadline: float) -> list[dict]:
         from celery.exceptions import TimeoutError as CeleryTimeoutError
 
-        payload = [[request.to_dict() for request in requests], self.backend]
-        kwargs = {"team": self.team} if self.team else {}
         redis = self._celery.backend.client
-        deadline = time.monotonic() + self.timeout_s
-        self.last_hosts = []
         sends, seen_running = 1, None
-        result = self._celery.send_task(
-            TASK_NAME, args=payload, kwargs=kwargs, queue=self.queue, task_id=batch_id
-        )
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

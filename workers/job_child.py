@@ -39,6 +39,7 @@ def run(job_id: int) -> None:
         broker_url=settings.CELERY_BROKER_URL,
         result_backend_url=settings.CELERY_RESULT_BACKEND,
         team=str(job.team_id),  # counts against the team's sandbox quota on the sandbox hosts
+        max_batch=settings.SANDBOX_TEAM_QUOTA,  # a step's checks go out in parts that fit the quota
     )
     sink = DjangoEventSink(job_id=job_id)
     summary = grpo_main(config, sink=sink, checkpoints=DjangoCheckpointStore(job=job), sandbox=sandbox)

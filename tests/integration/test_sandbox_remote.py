@@ -133,3 +133,17 @@ def test_a_batch_already_finished_is_not_run_again(workers):
     assert logs.count(f"[{batch_id}] succeeded") == 2
     stored = client._celery.AsyncResult(batch_id).get(timeout=5)
     assert stored[0]["stdout"] == first[0].stdout  # the second delivery kept the first result
+
+
+def test_a_batch_larger_than_the_team_quota_goes_out_in_parts_and_comes_back_whole(workers):
+    # A training step checks more completions than a team may run at once (64 by default): the client
+    # splits the batch so each part fits the quota the hosts enforce, and returns every result in order.
+    queue, redis_url, started = workers
+    client = SandboxClient(
+        mode="remote", broker_url=redis_url, result_backend_url=redis_url, queue=queue, timeout_s=120,
+        team=f"team-{uuid.uuid4().hex[:6]}", max_batch=64,
+    )  # fmt: skip
+    requests = [RunRequest(language="python", code=f"print({n} * 2)") for n in range(150)]
+    results = client.run_many(requests)
+    assert [r.status for r in results] == [Status.OK] * 150
+    assert [r.stdout.strip() for r in results] == [str(n * 2) for n in range(150)]

@@ -33,6 +33,7 @@ def platform_sandbox(*, team: Team | None = None) -> SandboxClient:
         result_backend_url=settings.CELERY_RESULT_BACKEND,
         timeout_s=60.0,
         team=str(team.pk) if team is not None else None,
+        max_batch=settings.SANDBOX_TEAM_QUOTA,
     )
 
 
