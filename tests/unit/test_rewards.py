@@ -207,7 +207,12 @@ def test_score_results_serialise():
 
 def test_the_example_row_scores_one(sandbox):
     result = python_tests(sandbox).score(EXAMPLE_ROW, "57")
-    assert result == ScoreResult(1.0, {"tests_passed": 1.0, "tests_total": 1.0}, "the test passed")
+    assert result == ScoreResult(
+        1.0,
+        {"tests_passed": 1.0, "tests_total": 1.0},
+        "the test passed",
+        output={"status": "ok", "stdout": "", "stderr": ""},
+    )
 
 
 def test_a_fenced_program_is_run_and_its_failures_explained(sandbox):
