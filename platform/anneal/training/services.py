@@ -1,8 +1,6 @@
 """Writes for training: launch, cancel, retry, and the state changes the gpu worker makes."""
 
 import dataclasses
-import os
-import signal
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -198,12 +196,3 @@ def job_finish(*, job_id: int, state: str, error: str = "") -> None:
         if error:
             payload["error"] = error
         job_event_record(job_id=job_id, kind="state", payload=payload)
-
-
-def job_kill_local(*, job: Job) -> None:
-    """Kill the job's child process group when it runs on this host (the admin and tests use this)."""
-    if job.child_pid:
-        try:
-            os.killpg(job.child_pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass

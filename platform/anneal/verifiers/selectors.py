@@ -7,11 +7,6 @@ from anneal.verifiers.models import VerifierVersion
 from gpu_jobs.rewards import VERIFIER_TYPES
 
 
-def verifier_version_flags(version: VerifierVersion) -> list[str]:
-    """What the launch form warns about: the hack probes this version scored high on (empty = none)."""
-    return version.probe_flags
-
-
 def verifier_version_diff(*, version: VerifierVersion) -> str:
     """A unified diff of this version's spec against the previous version's ('' for version 1)."""
     previous = (
