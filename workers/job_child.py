@@ -8,8 +8,8 @@ import workers.celery_app  # noqa: F401  (puts platform/ on sys.path and sets Dj
 # isort: split
 from django.conf import settings
 
-from anneal.datasets.ingest import read_rows
 from anneal.datasets.models import DatasetVersion
+from anneal.datasets.storage import read_rows
 from anneal.training.models import Job
 from anneal.training.services import HYPER_FIELDS
 from gpu_jobs.config import GRPOJobConfig

@@ -30,6 +30,36 @@ UPLOAD_MAX_DECOMPRESSED_BYTES = (
 )
 DATASET_MAX_LINE_BYTES = env_int("ANNEAL_DATASET_MAX_LINE_KB", 8192, minimum=1, maximum=1_000_000) * 1024
 
+# Uploads and dataset versions live in the folders above, or, with ANNEAL_S3_BUCKET set, in any S3-compatible
+# store (AWS S3, MinIO, Ceph, R2...) through django-storages, so web and workers may run on separate hosts.
+# Workers keep a cache of the (immutable) files they read under ANNEAL_DATASET_CACHE_DIR.
+S3_BUCKET = env_str("ANNEAL_S3_BUCKET", "")
+DATASET_CACHE_DIR = env_path("ANNEAL_DATASET_CACHE_DIR", DATA_DIR / "cache" / "datasets")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+if S3_BUCKET:
+    STORAGES["datasets"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": S3_BUCKET,
+            "location": env_str("ANNEAL_S3_PREFIX", "anneal"),
+            # Unset: AWS's own endpoint for the region; set for MinIO, Ceph, R2 and the like.
+            "endpoint_url": (
+                env_url("ANNEAL_S3_ENDPOINT_URL", "http://unset", schemes=("http", "https"))
+                if env_str("ANNEAL_S3_ENDPOINT_URL", "")
+                else None
+            ),
+            "region_name": env_str("ANNEAL_S3_REGION", "us-east-1"),
+            # Unset: boto3 finds credentials itself (instance role, AWS_* variables, ~/.aws).
+            "access_key": env_str("ANNEAL_S3_ACCESS_KEY_ID", "") or None,
+            "secret_key": env_str("ANNEAL_S3_SECRET_ACCESS_KEY", "") or None,
+            "file_overwrite": False,
+            "default_acl": None,
+        },
+    }
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",

@@ -8,7 +8,6 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from anneal.api_base import TeamScopedView
-from anneal.datasets.ingest import read_rows
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion
 from anneal.datasets.pack_services import domain_pack_create
 from anneal.datasets.packs import MAX_DIFFICULTY, MAX_PACK_ROWS, offered_tasks
@@ -24,6 +23,7 @@ from anneal.datasets.services import (
     dataset_version_delete,
 )
 from anneal.datasets.splits import METHODS, dataset_version_split
+from anneal.datasets.storage import read_rows
 
 
 class DatasetVersionOutput(serializers.ModelSerializer):

@@ -5,11 +5,12 @@ import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from anneal.datasets import storage
 from anneal.datasets.models import DatasetUpload
 from anneal.datasets.readers import FileRefused, ReadLimits, RowError, open_records
 from anneal.datasets.services import read_limits
+from anneal.datasets.storage import StoredFileMissing
 
 PREVIEW_ROWS = 5
 PREVIEW_SCAN_ROWS = 200  # JSON Lines has no header: columns are the keys seen in the first rows
@@ -28,7 +29,11 @@ class UploadPreview:
 def upload_preview(*, upload: DatasetUpload) -> UploadPreview:
     """The columns and the first rows of a stored upload. Reads only the beginning of the file."""
     preview = UploadPreview()
-    if not upload.file_path or not Path(upload.file_path).exists():
+    try:
+        local = storage.local_copy(upload.file_path) if upload.file_path else None
+    except StoredFileMissing:
+        local = None
+    if local is None:
         preview.refused = "the uploaded file is no longer stored"
         return preview
     seen: dict[str, None] = {}
@@ -38,7 +43,7 @@ def upload_preview(*, upload: DatasetUpload) -> UploadPreview:
             max_line_bytes=full.max_line_bytes,
             max_decompressed_bytes=min(full.max_decompressed_bytes, PREVIEW_MAX_BYTES),
         )
-        with open_records(path=Path(upload.file_path), file_name=upload.file_name, limits=limits) as source:
+        with open_records(path=local, file_name=upload.file_name, limits=limits) as source:
             for index, (_, record) in enumerate(source):
                 if index >= PREVIEW_SCAN_ROWS:
                     break
@@ -65,8 +70,11 @@ def upload_preview(*, upload: DatasetUpload) -> UploadPreview:
 
 def upload_errors(*, upload: DatasetUpload) -> Iterator[dict]:
     """Every error of an upload: from its errors file when there is one, else the listed ones."""
-    path = Path(upload.errors_path) if upload.errors_path else None
-    if path is None or not path.exists():
+    try:
+        path = storage.local_copy(upload.errors_path) if upload.errors_path else None
+    except StoredFileMissing:
+        path = None
+    if path is None:
         yield from upload.errors
         return
     with path.open("rb") as handle:

@@ -9,7 +9,7 @@ A version's rows file is written once and never changed; nothing partial ever be
 import hashlib
 import json
 import logging
-import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from anneal.accounts.models import Team
 from anneal.accounts.services import audit
+from anneal.datasets import storage
 from anneal.datasets.ingest import IngestReport, Progress, ingest_file
 from anneal.datasets.mapping import Mapping, MappingError
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion, UploadState
@@ -119,18 +120,14 @@ def dataset_upload_create(
         raise InputError("the file is empty: it has no rows", field="file")
     parsed = check_mapping(mapping) if mapping is not None else None
     tokenizer = check_tokenizer(tokenizer)
-    settings.UPLOAD_DIR.mkdir(parents=True, exist_ok=True)
-    path = settings.UPLOAD_DIR / f"{uuid.uuid4().hex}.upload"
-    with path.open("wb") as out:
-        for chunk in uploaded_file.chunks():
-            out.write(chunk)
+    location = storage.store_upload(area="uploads", name=f"{uuid.uuid4().hex}.upload", upload=uploaded_file)
     with transaction.atomic():
         upload = DatasetUpload.objects.create(
             team=team,
             created_by=user,
             dataset_name=name,
             file_name=uploaded_file.name[:255],
-            file_path=str(path),
+            file_path=location,
             file_format=fmt + (".gz" if gzipped else ""),
             size_bytes=uploaded_file.size,
             mapping=parsed.to_dict() if parsed else {},
@@ -190,13 +187,20 @@ def dataset_upload_ingest(*, upload_id: int, redelivered: bool = False) -> Datas
             error = {"row": 0, "field": "(file)", "message": message}
             return _upload_fail(upload, IngestReport(errors=[error], error_count=1))
         return upload
-    folder = settings.DATASET_DIR / str(upload.team_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    staged = folder / f".{uuid.uuid4().hex}.staged"
-    errors_path = settings.UPLOAD_DIR / f"{upload.pk}-errors.jsonl"
-    errors_path.parent.mkdir(parents=True, exist_ok=True)
-    DatasetUpload.objects.filter(id=upload_id).update(errors_path=str(errors_path))
-    upload.errors_path = str(errors_path)
+    work = settings.DATA_DIR / "work" / f"upload-{upload.pk}-{uuid.uuid4().hex[:8]}"
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        return _ingest_claimed(upload, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _ingest_claimed(upload: DatasetUpload, work: Path) -> DatasetUpload:
+    """Read the upload through a local copy, writing the kept rows and the errors under ``work`` first;
+    only a finished file is handed to storage."""
+    upload_id = upload.pk
+    staged = work / "rows.jsonl"
+    errors_path = work / "errors.jsonl"
 
     def progress(p: Progress) -> None:
         DatasetUpload.objects.filter(id=upload_id).update(
@@ -205,7 +209,7 @@ def dataset_upload_ingest(*, upload_id: int, redelivered: bool = False) -> Datas
 
     try:
         report = ingest_file(
-            path=Path(upload.file_path),
+            path=storage.local_copy(upload.file_path),
             file_name=upload.file_name,
             mapping=Mapping.from_dict(upload.mapping),
             target=staged,
@@ -216,15 +220,15 @@ def dataset_upload_ingest(*, upload_id: int, redelivered: bool = False) -> Datas
         )
     except Exception as exc:  # a bug must not leave the upload "processing" forever, nor kill the worker
         log.exception("ingest of upload %s failed", upload_id)
-        staged.unlink(missing_ok=True)
-        staged.with_name(staged.name + ".pass1").unlink(missing_ok=True)
-        errors_path.unlink(missing_ok=True)
-        upload.errors_path = ""
-        DatasetUpload.objects.filter(id=upload_id).update(errors_path="")
         error = {"row": 0, "field": "(file)", "message": f"the ingest failed: {type(exc).__name__}: {exc}"}
         return _upload_fail(upload, IngestReport(errors=[error], error_count=1))
+    if report.error_count and errors_path.exists():
+        # Every error, for the download (the database lists only the first ones).
+        upload.errors_path = storage.store_local_file(
+            area="uploads", name=f"{upload.pk}-errors-{uuid.uuid4().hex[:8]}.jsonl", path=errors_path
+        )
+        DatasetUpload.objects.filter(id=upload_id).update(errors_path=upload.errors_path)
     if not report.ok:
-        staged.unlink(missing_ok=True)
         return _upload_fail(upload, report)
     upload.rows_seen = report.rows_read
     upload.rows_valid = report.rows
@@ -233,7 +237,12 @@ def dataset_upload_ingest(*, upload_id: int, redelivered: bool = False) -> Datas
     upload.errors = report.errors
     upload.error_count = report.error_count
     upload.progress = 1.0
-    upload.staged_path = str(staged)
+    # Staged where the version will live: accepting it later (maybe on another host) only records it.
+    upload.staged_path = storage.store_local_file(
+        area="datasets",
+        name=f"{upload.team_id}/{report.sha256[:16]}-{uuid.uuid4().hex[:8]}.jsonl",
+        path=staged,
+    )
     upload.staged = {"sha256": report.sha256, "columns": report.columns, "stats": report.stats}
     fields = ["rows_seen", "rows_valid", "duplicate_count", "duplicates", "errors", "error_count", "progress"]
     if report.error_count:
@@ -248,10 +257,7 @@ def dataset_upload_ingest(*, upload_id: int, redelivered: bool = False) -> Datas
 
 
 def _freeze(*, upload: DatasetUpload, user: User | None) -> DatasetVersion:
-    """Move the staged rows into place and record the version (the upload is READY after)."""
-    folder = settings.DATASET_DIR / str(upload.team_id)
-    final = folder / f"{upload.staged['sha256'][:16]}-{uuid.uuid4().hex[:8]}.jsonl"
-    os.replace(upload.staged_path, final)
+    """Record the staged rows as the version (the upload is READY after)."""
     with transaction.atomic():
         dataset, _ = Dataset.objects.get_or_create(
             team=upload.team, name=upload.dataset_name, defaults={"created_by": upload.created_by}
@@ -262,7 +268,7 @@ def _freeze(*, upload: DatasetUpload, user: User | None) -> DatasetVersion:
             row_count=upload.rows_valid,
             columns=upload.staged["columns"],
             sha256=upload.staged["sha256"],
-            rows_path=str(final),
+            rows_path=upload.staged_path,
             source_upload=upload,
             stats=upload.staged["stats"],
             created_by=user,
@@ -272,7 +278,7 @@ def _freeze(*, upload: DatasetUpload, user: User | None) -> DatasetVersion:
         upload.finished_at = timezone.now()
         upload.save(update_fields=["state", "staged_path", "finished_at"])
         audit(team=upload.team, user=user, action="dataset_version.create", obj=version)
-    Path(upload.file_path).unlink(missing_ok=True)
+    storage.delete(upload.file_path)
     return version
 
 
@@ -306,9 +312,8 @@ def dataset_upload_reject(*, upload: DatasetUpload, user: User) -> DatasetUpload
             f"this upload is {upload.state}: only an upload in review can be rejected", field="state"
         )
     upload.refresh_from_db()
-    for path in (upload.staged_path, upload.file_path):
-        if path:
-            Path(path).unlink(missing_ok=True)
+    for location in (upload.staged_path, upload.file_path):
+        storage.delete(location)
     DatasetUpload.objects.filter(id=upload.id).update(staged_path="")
     audit(team=upload.team, user=user, action="dataset.reject", obj=upload)
     upload.refresh_from_db()
@@ -323,7 +328,7 @@ def _upload_fail(upload: DatasetUpload, report: IngestReport) -> DatasetUpload:
     upload.rows_valid = 0
     upload.finished_at = timezone.now()
     upload.save(update_fields=["state", "errors", "error_count", "rows_seen", "rows_valid", "finished_at"])
-    Path(upload.file_path).unlink(missing_ok=True)
+    storage.delete(upload.file_path)
     return upload
 
 
@@ -340,10 +345,10 @@ def dataset_version_delete(*, version: DatasetVersion, user: User) -> None:
     used = _job_using([version])
     if used:
         raise InUse(f"{used}: a version a job used is kept so the job can be reproduced", field="version")
-    path = version.rows_path
+    location = version.rows_path
     audit(team=version.dataset.team, user=user, action="dataset_version.delete", obj=version)
     version.delete()
-    transaction.on_commit(lambda: Path(path).unlink(missing_ok=True))
+    transaction.on_commit(lambda: storage.delete(location))
 
 
 @transaction.atomic
@@ -353,10 +358,10 @@ def dataset_delete(*, dataset: Dataset, user: User) -> None:
     used = _job_using(versions)
     if used:
         raise InUse(f"{used}: delete the dataset's unused versions instead, or keep it", field="dataset")
-    paths = [v.rows_path for v in versions]
+    locations = [v.rows_path for v in versions]
     audit(team=dataset.team, user=user, action="dataset.delete", obj=dataset, name=dataset.name)
     dataset.delete()
-    transaction.on_commit(lambda: [Path(p).unlink(missing_ok=True) for p in paths])
+    transaction.on_commit(lambda: [storage.delete(location) for location in locations])
 
 
 @transaction.atomic
@@ -373,10 +378,9 @@ def dataset_version_create_from_rows(
     lines = [json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n" for row in rows]
     body = "".join(lines).encode()
     sha = hashlib.sha256(body).hexdigest()
-    folder = settings.DATASET_DIR / str(team.id)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{sha[:16]}-{uuid.uuid4().hex[:8]}.jsonl"
-    path.write_bytes(body)
+    location = storage.store_bytes(
+        area="datasets", name=f"{team.id}/{sha[:16]}-{uuid.uuid4().hex[:8]}.jsonl", body=body
+    )
     dataset, _ = Dataset.objects.get_or_create(team=team, name=name, defaults={"created_by": user})
     columns = sorted({key for row in rows for key in row})
     version = DatasetVersion.objects.create(
@@ -385,7 +389,7 @@ def dataset_version_create_from_rows(
         row_count=len(rows),
         columns=columns,
         sha256=sha,
-        rows_path=str(path),
+        rows_path=location,
         stats=stats or {},
         pack=pack or {},
         created_by=user,

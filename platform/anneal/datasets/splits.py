@@ -17,6 +17,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from anneal.accounts.services import audit
+from anneal.datasets import storage
 from anneal.datasets.ingest import _Stats
 from anneal.datasets.models import DatasetVersion
 from anneal.datasets.services import _next_number
@@ -73,12 +74,12 @@ def dataset_version_split(
         tokens = token_counter(tokenizer)
     except TokenizerUnavailable:
         tokens = token_counter("tiny")
-    folder = settings.DATASET_DIR / str(version.dataset.team_id)
+    folder = settings.DATA_DIR / "work"
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     sides = {"train": _open_side(folder, _Stats(tokens)), "eval": _open_side(folder, _Stats(tokens))}
     try:
-        with open(version.rows_path, "rb") as source:
+        with storage.local_copy(version.rows_path).open("rb") as source:
             for line in source:
                 if method == "seed":
                     role = "eval" if rng.random() < eval_fraction else "train"
@@ -120,15 +121,18 @@ def _record(
     for role in ("train", "eval"):
         side = sides[role]
         sha = side.digest.hexdigest()
-        final = side.path.with_name(f"{sha[:16]}-{uuid.uuid4().hex[:8]}.jsonl")
-        side.path.rename(final)
+        location = storage.store_local_file(
+            area="datasets",
+            name=f"{version.dataset.team_id}/{sha[:16]}-{uuid.uuid4().hex[:8]}.jsonl",
+            path=side.path,
+        )
         made[role] = DatasetVersion.objects.create(
             dataset=version.dataset,
             number=_next_number(version.dataset),
             row_count=side.rows,
             columns=version.columns,
             sha256=sha,
-            rows_path=str(final),
+            rows_path=location,
             stats=side.stats.summary(rows=side.rows, duplicates=0, skipped=0),
             parent=version,
             split_role=role,

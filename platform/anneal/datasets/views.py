@@ -13,7 +13,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from anneal.accounts.scope import page_team
 from anneal.accounts.selectors import can_write
 from anneal.datasets.forms import MappingForm, PackForm, SplitForm, UploadForm
-from anneal.datasets.ingest import read_rows
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion, UploadState
 from anneal.datasets.pack_services import domain_pack_create
 from anneal.datasets.packs import offered_tasks
@@ -28,6 +27,7 @@ from anneal.datasets.services import (
     dataset_version_delete,
 )
 from anneal.datasets.splits import dataset_version_split
+from anneal.datasets.storage import read_rows
 from anneal.errors import InputError
 from anneal.pages import check_write, form_show_errors, get_visible_or_404, writable_team
 from anneal.training.models import Job

@@ -143,7 +143,7 @@ def verifier_test_case_from_rollout(
 
     The row comes from the job's frozen dataset version, so a python-tests case keeps its tests.
     """
-    from anneal.datasets.ingest import read_rows
+    from anneal.datasets.storage import read_rows
     from anneal.training.models import EventKind
 
     event = job.events.filter(seq=seq, kind=EventKind.ROLLOUT).first()
