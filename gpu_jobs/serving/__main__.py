@@ -1,0 +1,97 @@
+"""``python -m gpu_jobs.serving --model DIR --tier TIER --port PORT --served-name NAME``: one CPU replica.
+
+Binds the port at once and answers ``/health`` with 503 while the model loads, then 200. Exits 2 on bad
+arguments (argparse) and on a model folder that does not exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from gpu_jobs.serving.engine import TIERS, Engine, EngineConfig
+
+GRACEFUL_SHUTDOWN_S = 10
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m gpu_jobs.serving", description=__doc__)
+    parser.add_argument("--model", required=True, type=Path, help="a Hugging Face model folder")
+    parser.add_argument("--tier", required=True, choices=TIERS)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", required=True, type=int)
+    parser.add_argument("--served-name", required=True, help="the model name clients put in 'model'")
+    parser.add_argument(
+        "--max-concurrency",
+        type=_positive,
+        default=16,
+        help="requests held at once (queued + running); more get HTTP 429",
+    )
+    parser.add_argument(
+        "--max-model-len",
+        type=_positive,
+        default=None,
+        help="context window in tokens (prompt + max_tokens); default: the model's max_position_embeddings",
+    )
+    parser.add_argument("--prompt-lookup-tokens", type=_positive, default=10, help="turbo: tokens proposed")
+    parser.add_argument("--draft-model", type=Path, default=None, help="turbo: a draft model folder")
+    parser.add_argument("--batch-window-ms", type=float, default=50.0, help="batch: how long to gather")
+    parser.add_argument("--max-batch", type=_positive, default=32, help="batch: sequences per batch")
+    parser.add_argument("--threads", type=_positive, default=None, help="torch intra-op threads")
+    parser.add_argument("--log-level", default="warning")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if not (args.model / "config.json").is_file():
+        print(f"error: {args.model} is not a model folder (no config.json)", file=sys.stderr)
+        raise SystemExit(2)
+    if args.draft_model is not None and args.tier != "turbo":
+        print("error: --draft-model is for the turbo tier only", file=sys.stderr)
+        raise SystemExit(2)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+    import uvicorn
+
+    from gpu_jobs.serving.server import create_app
+
+    engine = Engine(
+        args.model,
+        EngineConfig(
+            tier=args.tier,
+            max_concurrency=args.max_concurrency,
+            max_model_len=args.max_model_len,
+            prompt_lookup_tokens=args.prompt_lookup_tokens,
+            draft_model=args.draft_model,
+            batch_window_s=args.batch_window_ms / 1000.0,
+            max_batch=args.max_batch,
+        ),
+    )
+    app = create_app(engine, args.served_name)
+    # On SIGTERM, requests still streaming get GRACEFUL_SHUTDOWN_S to finish, then the process exits.
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+
+
+if __name__ == "__main__":
+    main()
