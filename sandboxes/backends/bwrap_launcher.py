@@ -20,9 +20,11 @@ SANDBOX_TASKS = 2
 
 
 class BwrapLauncher:
-    def __init__(self, *, backend: BwrapBackend, tmpfs_mb: int) -> None:
+    def __init__(self, *, backend: BwrapBackend, tmpfs_mb: int, server_args: tuple[str, ...] = ()) -> None:
+        """`server_args` follow the socket on the fork server's command line ("session": see session.py)."""
         self._backend = backend
         self.tmpfs_mb = tmpfs_mb
+        self.server_args = server_args
         self._cgroup: RunCgroup | None = None
         self._proc: subprocess.Popen | None = None
         self.pid: int = 0
@@ -51,6 +53,7 @@ class BwrapLauncher:
             "-c",
             FORK_SERVER_SOURCE,
             str(inner_sock.fileno()),
+            *self.server_args,
         ]
         if self._cgroup is not None:
             argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self._cgroup.procs_file), *argv]

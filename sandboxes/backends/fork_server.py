@@ -51,6 +51,11 @@ WORKDIR = "/tmp/work"  # the same path as a cold run's; /tmp is emptied after ev
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 KILL_ROUNDS = 10000  # kill(-1) + reap rounds before the sandbox is called unclean (a fork bomb races us)
+# Session mode (argv "session", see sandboxes/session.py): the working directory and the rest of /tmp outlive
+# each run, so files a run writes are there for the next; the program itself goes to RUN_DIR, emptied after
+# every run, and request files overwrite (never through a link) what is there.
+SESSION = False
+RUN_DIR = "/tmp/.run"
 
 
 def prctl(option: int, value: int) -> None:
@@ -60,6 +65,9 @@ def prctl(option: int, value: int) -> None:
 
 
 def write_files(workdir: str, request: dict) -> None:
+    if SESSION:
+        write_session_files(workdir, request)
+        return
     os.mkdir(workdir, 0o700)  # fails if a previous run planted something there
     main = MAIN_FILE[request["language"]]
     for name, content in [*request["files"].items(), (main, request["code"])]:
@@ -67,6 +75,19 @@ def write_files(workdir: str, request: dict) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         # O_NOFOLLOW|O_EXCL: a name is written once, never through a link.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+
+
+def write_session_files(workdir: str, request: dict) -> None:
+    os.makedirs(workdir, 0o700, exist_ok=True)
+    os.mkdir(RUN_DIR, 0o700)  # emptied after every run, so it is new here
+    targets = [(os.path.join(workdir, name), content) for name, content in request["files"].items()]
+    targets.append((os.path.join(RUN_DIR, MAIN_FILE[request["language"]]), request["code"]))
+    for path, content in targets:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        # O_NOFOLLOW: a link the session made is never written through (it stays inside the sandbox anyway).
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         with open(fd, "w", encoding="utf-8") as f:
             f.write(content)
 
@@ -107,6 +128,8 @@ def child(fds: list[int], setup_w: int, workdir: str) -> None:
         request = setup(fds, setup_w, workdir)
         env = {**ENV, "HOME": workdir, "PWD": workdir}
         main = MAIN_FILE[request["language"]]
+        if SESSION:
+            main = os.path.join(RUN_DIR, main)
         if request["language"] == "shell":
             for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
                 signal.signal(sig, signal.SIG_DFL)  # what a freshly exec'd shell would have
@@ -203,6 +226,17 @@ def empty_tmp() -> bool:
         return False
 
 
+def empty_run_dir() -> bool:
+    try:
+        if os.path.isdir(RUN_DIR) and not os.path.islink(RUN_DIR):
+            shutil.rmtree(RUN_DIR)
+        elif os.path.lexists(RUN_DIR):
+            os.unlink(RUN_DIR)  # the program replaced the folder with a file or a link
+    except OSError:
+        return False
+    return not os.path.lexists(RUN_DIR)
+
+
 def serve(sock: socket.socket) -> None:
     if not empty_tmp():
         return
@@ -242,7 +276,7 @@ def serve(sock: socket.socket) -> None:
             if setup_error:
                 report["setup_error"] = setup_error
         os.close(setup_r)
-        report["clean"] = kill_the_rest() and empty_tmp()
+        report["clean"] = kill_the_rest() and (empty_run_dir() if SESSION else empty_tmp())
         if host_gone:
             return
         sock.send(json.dumps(report).encode())
@@ -258,6 +292,8 @@ def connect(where: str) -> socket.socket:
 
 
 def main() -> None:
+    global SESSION
+    SESSION = sys.argv[2:3] == ["session"]
     sock = connect(sys.argv[1])
     for name in PRELOADED:
         __import__(name)
