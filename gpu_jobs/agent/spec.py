@@ -1,0 +1,138 @@
+"""The ``environment`` option of a job: which environment the episodes run in, its limits and its reward.
+
+Torch-free and Django-free, so the web side validates it at launch. ``validate_environment(value)`` returns
+the option with every default filled in, or raises ValueError whose message starts with the wrong key
+(``environment.max_turns: ...``), the way GRPOJobConfig reports its fields.
+
+Reward of an episode, computed on its final state: ``tests_weight * tests + format_weight * format
+- turn_penalty * turns``, or ``formula`` over the same names (the formula language of composite verifiers):
+tests = share of the task's tests passing at the end, format = share of turns with a well-formed tool call,
+turns = model turns taken, finished = 1 when the model called finish, solved = 1 when every test passes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+ENVIRONMENT_NAMES = ("repo_tests",)
+TOOL_FORMATS = ("auto", "plain", "chat_template")
+REWARD_NAMES = ("tests", "format", "turns", "finished", "solved")
+
+
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    name: str = "repo_tests"  # repo_tests: a task row's repository; reward from its tests (gpu_jobs.agent)
+    max_turns: int = 6  # model turns per episode; an episode that reaches it ends as "turn_limit"
+    turn_tokens: int = 96  # most tokens the model writes in one turn
+    token_budget: int = 384  # most tokens the model writes in the whole episode ("token_budget")
+    context_tokens: int = 1024  # when the next turn would not fit, old turns become a running summary
+    observation_chars: int = 600  # a tool's output is cut to this many characters, with a marker
+    tool_timeout_s: float = 5.0  # wall and CPU time of one tool call in the sandbox
+    episode_timeout_s: float = 120.0  # wall time of a whole episode ("timeout")
+    tmpfs_mb: int = 32  # the episode's sandbox disk
+    tool_format: str = "auto"  # auto: the chat template's tool format when the tokenizer has one, else plain
+    tests_weight: float = 1.0
+    format_weight: float = 0.0
+    turn_penalty: float = 0.0
+    formula: str = ""  # instead of the weighted sum, e.g. "tests * (1 - 0.05 * turns)"
+    system_prompt: str = ""  # replaces the default system message and its tool instructions (small models)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_INTS = {"max_turns": 1, "turn_tokens": 1, "token_budget": 1, "context_tokens": 16, "observation_chars": 16,
+         "tmpfs_mb": 4}  # fmt: skip
+_NUMBERS = ("tool_timeout_s", "episode_timeout_s")
+_WEIGHTS = ("tests_weight", "format_weight", "turn_penalty")
+MAX_TOOL_TIMEOUT_S = 60.0
+MAX_SYSTEM_PROMPT_CHARS = 4000
+
+
+def validate_environment(value: object) -> EnvironmentSpec:
+    """The environment option as an EnvironmentSpec; ValueError naming the wrong key otherwise."""
+    if isinstance(value, EnvironmentSpec):
+        value = value.to_dict()
+    if not isinstance(value, dict):
+        raise ValueError(f'environment: must be an object such as {{"name": "repo_tests"}}, got {value!r}')
+    known = {f.name for f in fields(EnvironmentSpec)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ValueError(f"environment.{unknown[0]}: unknown option; options: {', '.join(sorted(known))}")
+    name = value.get("name", "repo_tests")
+    if name not in ENVIRONMENT_NAMES:
+        raise ValueError(f"environment.name: must be one of {', '.join(ENVIRONMENT_NAMES)}, got {name!r}")
+    for key, low in _INTS.items():
+        if key in value:
+            v = value[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f"environment.{key}: must be a whole number >= {low}, got {v!r}")
+    for key in (*_NUMBERS, *_WEIGHTS):
+        if key in value:
+            v = value[key]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise ValueError(f"environment.{key}: must be a number, got {v!r}")
+            if key in _NUMBERS and not 0 < v <= (MAX_TOOL_TIMEOUT_S if key == "tool_timeout_s" else 3600):
+                raise ValueError(
+                    f"environment.{key}: must be above 0 and at most "
+                    f"{MAX_TOOL_TIMEOUT_S if key == 'tool_timeout_s' else 3600:g} seconds"
+                )
+            if key in _WEIGHTS and v < 0:
+                raise ValueError(f"environment.{key}: must be >= 0, got {v}")
+    fmt = value.get("tool_format", "auto")
+    if fmt not in TOOL_FORMATS:
+        raise ValueError(f"environment.tool_format: must be one of {', '.join(TOOL_FORMATS)}, got {fmt!r}")
+    system_prompt = value.get("system_prompt", "")
+    if not isinstance(system_prompt, str) or len(system_prompt) > MAX_SYSTEM_PROMPT_CHARS:
+        raise ValueError(
+            f"environment.system_prompt: must be text of at most {MAX_SYSTEM_PROMPT_CHARS} characters"
+        )
+    formula = value.get("formula", "")
+    if not isinstance(formula, str):
+        raise ValueError("environment.formula: must be text")
+    if formula.strip():
+        from gpu_jobs.rewards.formula import FormulaError, check_formula
+
+        try:
+            check_formula(formula, names=set(REWARD_NAMES))
+        except FormulaError as exc:
+            raise ValueError(f"environment.formula: {exc}") from None
+    spec = EnvironmentSpec(**value)
+    if spec.turn_tokens > spec.token_budget:
+        raise ValueError(
+            f"environment.turn_tokens: {spec.turn_tokens} is more than token_budget ({spec.token_budget})"
+        )
+    if not spec.formula.strip() and spec.tests_weight == 0 and spec.format_weight == 0:
+        raise ValueError("environment.tests_weight: tests_weight or format_weight must be above 0")
+    return spec
+
+
+def check_job_environment(config: object) -> dict:
+    """Checks a GRPOJobConfig whose ``environment`` is set; returns the option with its defaults filled in.
+
+    ValueError naming the field: the option itself, a row that cannot start an episode, or a job option
+    that environment jobs do not support yet.
+    """
+    from gpu_jobs.agent.environment import RowError, check_row
+
+    spec = validate_environment(config.environment)
+    for index, row in enumerate(config.rows):
+        try:
+            check_row(row)
+        except RowError as exc:
+            raise ValueError(f"rows[{index}].{exc}") from None
+    unsupported = {
+        "algorithm": getattr(config, "algorithm", "grpo") != "grpo",
+        "eval_rows": bool(getattr(config, "eval_rows", [])),
+        "profile_k": getattr(config, "profile_k", 0) != 0,
+        "domain_weights": bool(getattr(config, "domain_weights", {})),
+        "adaptive_sampling": bool(getattr(config, "adaptive_sampling", False)),
+    }
+    for name, used in unsupported.items():
+        if used:
+            raise ValueError(f"{name}: not supported with an environment yet; leave it at its default")
+    if hasattr(config, "use_vllm"):
+        # Episodes generate turn by turn through transformers (gpu_jobs.agent.training); vLLM is not wired in.
+        config.use_vllm = False
+    return spec.to_dict()

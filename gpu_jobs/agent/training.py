@@ -1,0 +1,454 @@
+"""Multi-turn GRPO: episodes as TRL rollouts, through GRPOTrainer's ``rollout_func``.
+
+TRL 1.16 offers three ways to generate: single-turn, ``tools``/``environment_factory`` (its own tool loop,
+which needs a chat template that renders tools and parses calls with the tokenizer's response schema, and has
+no observation cap, token budget or running summary), and ``rollout_func`` (the caller generates and returns
+token ids). Anneal uses ``rollout_func``: it works with the tiny model's plain tokenizer as well as chat
+models, and keeps every limit of gpu_jobs.agent.episode.
+
+Per batch, the episodes of all its prompts run in lockstep: each turn, the contexts of the episodes still
+running are generated in one batched ``generate`` call, then each tool call runs in that episode's sandbox.
+What is trained on: the prompt is the context the last segment started from (the task, or the task with the
+running summary once one replaced earlier turns), the completion is everything after it; ``env_mask`` is 1 on
+the model's own tokens and 0 on the observations, so only the model's tokens carry loss. Turns before a
+summary are not trained on (the model saw them in a context that no longer exists).
+
+The dataset handed to TRL holds a key per row (``anneal-row:<index>``), not the prompt: the environment
+renders the real prompt from the row. Rewards: one TRL reward function "environment" (the episode reward of
+gpu_jobs.agent.spec, weight 1), then the job's verifiers (if any) scored on the model's own text of the
+episode, with their weights. Up to ``rollouts_per_step`` episodes a step go to the sink as rollout events
+carrying ``turns`` (gpu_jobs.agent.episode.Step.to_payload), which the live view draws as a timeline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gpu_jobs.agent.episode import Episode, EpisodeResult
+from gpu_jobs.agent.spec import EnvironmentSpec, validate_environment
+from gpu_jobs.agent.tools import tool_schemas
+from gpu_jobs.rewards import build_scorer
+from sandboxes.session import SessionPool
+
+if TYPE_CHECKING:
+    from gpu_jobs.config import GRPOJobConfig
+    from gpu_jobs.sink import EventSink
+
+ROW_KEY = "anneal-row:"
+MAX_PRESTARTED = 16  # blank sandboxes kept started for the next batch's episodes (SessionPool)
+# Episodes whose sandbox work runs at once (each in its own session; the host's cores bound it).
+SANDBOX_THREADS = 4
+ENVIRONMENT_REWARD = "environment"
+
+
+class PlainRenderer:
+    """The plain-text conversation: the system and user messages, then the turns as written, observations
+    in <observation> tags. Prefix-stable: rendering more messages only appends text."""
+
+    chat = False
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def text(self, messages: list[dict]) -> str:
+        out = []
+        for message in messages:
+            role, content = message["role"], str(message.get("content", ""))
+            if role == "system":
+                out.append(content + "\n\n")
+            elif role == "user":
+                out.append(content + "\n")
+            elif role == "assistant":
+                out.append(content)
+            else:
+                out.append(self.observation_text(content))
+        return "".join(out)
+
+    def observation_text(self, content: str) -> str:
+        return f"\n<observation>\n{content}\n</observation>\n"
+
+    def ids(self, messages: list[dict]) -> list[int]:
+        return self.encode(self.text(messages))
+
+    def observation_ids(self, before: list[dict], message: dict) -> list[int]:
+        return self.encode(self.observation_text(str(message["content"])))
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+class ChatRenderer(PlainRenderer):
+    """The model's chat template, with the tools passed to it (its own tool-call format)."""
+
+    chat = True
+
+    def text(self, messages: list[dict]) -> str:
+        return self._render(messages, generation_prompt=messages[-1]["role"] != "assistant")
+
+    def observation_ids(self, before: list[dict], message: dict) -> list[int]:
+        # What the template puts after the model's own text: its end-of-turn marker (unless the model's EOS
+        # already is it), the tool message, and the next turn's opening. `before` ends with the model's turn.
+        prefix = self._render(before[:-1], generation_prompt=True) + str(before[-1]["content"])
+        with_tool = self._render([*before, message], generation_prompt=True)
+        start = len(prefix) if with_tool.startswith(prefix) else _common_prefix(prefix, with_tool)
+        text = with_tool[start:]
+        eos = self.tokenizer.eos_token
+        if eos and before[-1].get("ended_with_eos") and text.startswith(eos):
+            text = text[len(eos) :]
+        return self.encode(text)
+
+    def _render(self, messages: list[dict], *, generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tools=tool_schemas(), tokenize=False, add_generation_prompt=generation_prompt
+        )
+
+
+def make_renderer(tokenizer: Any, spec: EnvironmentSpec) -> PlainRenderer:
+    """The chat template when the tokenizer has one that renders tool messages (or when asked), else plain."""
+    if spec.tool_format == "plain" or not getattr(tokenizer, "chat_template", None):
+        if spec.tool_format == "chat_template":
+            raise ValueError("environment.tool_format: the model's tokenizer has no chat template")
+        return PlainRenderer(tokenizer)
+    renderer = ChatRenderer(tokenizer)
+    probe = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": "a"},
+        {"role": "tool", "name": "run_tests", "content": "o"},
+    ]
+    try:
+        renderer.text(probe)
+    except Exception as exc:  # noqa: BLE001 - a template without tool support raises anything
+        if spec.tool_format == "chat_template":
+            raise ValueError(
+                f"environment.tool_format: the chat template cannot render tools ({exc})"
+            ) from None
+        return PlainRenderer(tokenizer)
+    return renderer
+
+
+@dataclass
+class _Track:
+    """The token record of one episode's current segment."""
+
+    episode: Episode
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    summaries: int = 0
+
+
+class AgentRollouts:
+    """What an environment job gives GRPOTrainer: the dataset, the rollout function, the reward functions."""
+
+    def __init__(
+        self,
+        *,
+        config: GRPOJobConfig,
+        sink: EventSink,
+        step_metrics: dict[int, dict[str, float]] | None = None,
+    ) -> None:
+        self.config = config
+        self.spec = validate_environment(config.environment)
+        self.sink = sink
+        self.rows = config.rows
+        self.step_metrics: dict[int, dict[str, float]] = (
+            step_metrics if step_metrics is not None else defaultdict(dict)
+        )
+        self.results: dict[int, EpisodeResult] = {}
+        self.texts: dict[int, str] = {}
+        self._next_id = 0
+        self.emitted: dict[int, int] = defaultdict(int)
+        self.scorers = {v["name"]: build_scorer(v["spec"]) for v in config.verifiers}
+        self.weights = {v["name"]: float(v["weight"]) for v in config.verifiers}
+        self.renderer: PlainRenderer | None = None
+        # Sandboxes for the next batch's episodes start while the trainer works on this one's.
+        self.sessions: SessionPool | None = None
+
+    # What grpo.main hands to TRL --------------------------------------------------------------------------
+
+    def dataset(self) -> Any:
+        from datasets import Dataset
+
+        return Dataset.from_dict(
+            {
+                "prompt": [f"{ROW_KEY}{index}" for index in range(len(self.rows))],
+                "anneal_row": list(range(len(self.rows))),
+            }
+        )
+
+    @property
+    def reward_weights(self) -> list[float]:
+        return [1.0, *self.weights.values()]
+
+    @property
+    def reward_funcs(self) -> list[Any]:
+        def environment(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+            return [self.results[i].reward for i in kwargs["agent_episode"]]
+
+        # TRL names a reward function's metrics after __name__: "rewards/environment".
+        environment.__name__ = environment.__qualname__ = ENVIRONMENT_REWARD
+        funcs = [environment]
+        funcs += [self._verifier_reward(name) for name in self.scorers]
+        return funcs
+
+    def rollout_func(self, prompts: list, trainer: Any) -> dict:
+        """One episode per prompt (TRL has already repeated each prompt num_generations times)."""
+        import torch
+
+        tokenizer = trainer.processing_class
+        if self.renderer is None:
+            self.renderer = make_renderer(tokenizer, self.spec)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        positions = getattr(model.config, "max_position_embeddings", None)
+        if positions is not None and self.spec.context_tokens > positions:
+            raise ValueError(
+                f"environment.context_tokens: {self.spec.context_tokens} is more than the model's "
+                f"{positions} positions; lower it"
+            )
+        indices = [_row_index(prompt) for prompt in prompts]
+        if self.sessions is None:
+            self.sessions = SessionPool(size=min(len(indices), MAX_PRESTARTED), tmpfs_mb=self.spec.tmpfs_mb)
+        step = trainer.state.global_step + 1
+        started = time.monotonic()
+        # The previous batch's rewards were computed before this call: only this batch's episodes are kept.
+        self.results.clear()
+        self.texts.clear()
+        tracks: list[_Track] = []
+        generation_s = 0.0
+        # Sandbox work (starting sessions, tool calls, verification) of different episodes runs side by side.
+        with ThreadPoolExecutor(max_workers=SANDBOX_THREADS) as pool:
+            try:
+                starts = [pool.submit(self._start, self.rows[index]) for index in indices]
+                failed = [future.exception() for future in starts if future.exception() is not None]
+                tracks.extend(future.result() for future in starts if future.exception() is None)
+                if failed:
+                    raise failed[0]  # the sessions that did start are closed below
+                while True:
+                    active = [track for track in tracks if self._ready(track)]
+                    if not active:
+                        break
+                    t0 = time.monotonic()
+                    outputs = self._generate(model, tokenizer, active, trainer, torch)
+                    spent = time.monotonic() - t0
+                    generation_s += spent
+                    texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in outputs]
+                    befores = [self._before(track, text, ids, tokenizer) for track, text, ids in
+                               zip(active, texts, outputs, strict=True)]  # fmt: skip
+                    # The tool calls run in their sandboxes side by side; tokenizing stays on this thread.
+                    calls = [(track, text, len(ids), spent / len(active)) for track, text, ids in
+                             zip(active, texts, outputs, strict=True)]  # fmt: skip
+                    list(
+                        pool.map(
+                            lambda call: call[0].episode.record(call[1], call[2], generation_s=call[3]), calls
+                        )
+                    )
+                    for track, ids, before in zip(active, outputs, befores, strict=True):
+                        self._append_turn(track, ids, before)
+            except BaseException:
+                for track in tracks:
+                    track.episode.abandon()
+                raise
+            results = list(pool.map(lambda track: track.episode.finish(), tracks))
+        ids = []
+        for result in results:
+            ids.append(self._next_id)
+            self.results[self._next_id] = result
+            self.texts[self._next_id] = "\n".join(step_.raw for step_ in result.steps)
+            self._next_id += 1
+        self._metrics(step, results, generation_s, time.monotonic() - started)
+        self._emit(step, results, indices)
+        eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
+        completion_ids, masks = [], []
+        for track in tracks:
+            if not track.completion_ids:  # TRL needs a token; this one is not trained on
+                track.completion_ids, track.mask = [eos], [0]
+            completion_ids.append(track.completion_ids)
+            masks.append(track.mask)
+        return {
+            "prompt_ids": [track.prompt_ids for track in tracks],
+            "completion_ids": completion_ids,
+            "logprobs": None,
+            "env_mask": masks,
+            "agent_episode": ids,
+        }
+
+    # The episode loop, batched -----------------------------------------------------------------------------
+
+    def _start(self, row: dict) -> _Track:
+        assert self.renderer is not None
+        renderer = self.renderer
+        episode = Episode(
+            row,
+            self.spec,
+            measure=lambda messages: len(renderer.ids(messages)),
+            plain_format=not renderer.chat,
+            system_prompt=self.spec.system_prompt,
+            pool=self.sessions,
+        )
+        return _Track(episode=episode, prompt_ids=[])
+
+    def _ready(self, track: _Track) -> bool:
+        """Prepare the episode's next turn; False when it is over."""
+        episode = track.episode
+        if episode.done:
+            return False
+        context = episode.context()
+        if episode.done:
+            return False
+        if not track.prompt_ids or episode.summaries != track.summaries:
+            # A new segment: the first turn, or a running summary replaced the turns so far.
+            assert self.renderer is not None
+            track.prompt_ids = self.renderer.ids(context)
+            track.completion_ids, track.mask, track.summaries = [], [], episode.summaries
+        if episode.turn_tokens() <= 0:
+            episode.end_reason = "token_budget"
+            return False
+        return True
+
+    def _generate(
+        self, model: Any, tokenizer: Any, active: list[_Track], trainer: Any, torch: Any
+    ) -> list[list[int]]:
+        inputs = [track.prompt_ids + track.completion_ids for track in active]
+        longest = max(len(ids) for ids in inputs)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        device = next(model.parameters()).device
+        input_ids = torch.tensor([[pad] * (longest - len(ids)) + ids for ids in inputs], device=device)
+        attention = torch.tensor(
+            [[0] * (longest - len(ids)) + [1] * len(ids) for ids in inputs], device=device
+        )
+        new_tokens = max(track.episode.turn_tokens() for track in active)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                out = model.generate(
+                    input_ids=input_ids,
+                    attention_mask=attention,
+                    max_new_tokens=new_tokens,
+                    do_sample=True,
+                    temperature=trainer.args.temperature,
+                    top_p=1.0,
+                    top_k=0,
+                    pad_token_id=pad,
+                    eos_token_id=tokenizer.eos_token_id,
+                )
+        finally:
+            model.train(was_training)
+        generated = out[:, longest:].tolist()
+        results = []
+        for track, ids in zip(active, generated, strict=True):
+            ids = ids[: track.episode.turn_tokens()]
+            if tokenizer.eos_token_id in ids:
+                ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
+            results.append(_cut_after_call(ids, tokenizer))
+        return results
+
+    def _before(self, track: _Track, text: str, ids: list[int], tokenizer: Any) -> list[dict]:
+        """The conversation up to and including the model's new turn (before its observation)."""
+        ended = bool(ids) and ids[-1] == tokenizer.eos_token_id
+        return [*track.episode.messages, {"role": "assistant", "content": text, "ended_with_eos": ended}]
+
+    def _append_turn(self, track: _Track, ids: list[int], before: list[dict]) -> None:
+        """The turn's tokens (trained on) and its observation's (not) join the episode's segment."""
+        track.completion_ids += ids
+        track.mask += [1] * len(ids)
+        assert self.renderer is not None
+        observation = self.renderer.observation_ids(before, track.episode.messages[-1])
+        track.completion_ids += observation
+        track.mask += [0] * len(observation)
+
+    # Rewards, metrics, rollout events -----------------------------------------------------------------------
+
+    def _verifier_reward(self, name: str) -> Any:
+        scorer = self.scorers[name]
+
+        def reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+            episode_ids = kwargs["agent_episode"]
+            rows = [self.rows[_row_index(p)] for p in prompts]
+            return [r.score for r in scorer.score_batch(rows, [self.texts[i] for i in episode_ids])]
+
+        reward.__name__ = reward.__qualname__ = name
+        return reward
+
+    def _metrics(self, step: int, results: list[EpisodeResult], generation_s: float, total_s: float) -> None:
+        n = len(results)
+        metrics = self.step_metrics[step]
+        metrics["episode/tests"] = sum(r.parts["tests"] for r in results) / n
+        metrics["pass_rate"] = sum(r.parts["solved"] for r in results) / n
+        metrics["episode/turns"] = sum(r.parts["turns"] for r in results) / n
+        metrics["episode/format"] = sum(r.parts["format"] for r in results) / n
+        metrics["episode/summaries"] = sum(r.summaries for r in results) / n
+        for reason in {r.end_reason for r in results}:
+            metrics[f"episode/end/{reason}"] = sum(r.end_reason == reason for r in results) / n
+        metrics["episode/generation_seconds"] = generation_s
+        metrics["episode/sandbox_seconds"] = sum(r.sandbox_s for r in results)
+        # What the job's sandboxes were busy for, billed like verifier time (workers/sink.py adds verify_time/*).
+        metrics[f"verify_time/{ENVIRONMENT_REWARD}"] = sum(r.sandbox_s + r.start_s for r in results)
+        metrics["episode/rollout_seconds"] = total_s
+
+    def _emit(self, step: int, results: list[EpisodeResult], indices: list[int]) -> None:
+        wanted = min(self.config.rollouts_per_step - self.emitted[step], len(results))
+        if wanted <= 0:
+            return
+        self.emitted[step] += wanted
+        events = []
+        for pick in (i * len(results) // wanted for i in range(wanted)):
+            result = results[pick]
+            payload = result.to_payload()
+            row = self.rows[indices[pick]]
+            payload.update(
+                {
+                    "step": step,
+                    "completion": "\n".join(s.raw for s in result.steps),
+                    "reference": None,
+                    "row_index": int(indices[pick]),
+                }
+            )
+            if row.get("domain"):
+                payload["domain"] = str(row["domain"])
+            events.append(("rollout", payload))
+        self.sink.emit_many(events)
+
+
+def _row_index(prompt: Any) -> int:
+    text = prompt if isinstance(prompt, str) else str(prompt[-1].get("content", ""))
+    if not text.startswith(ROW_KEY):
+        raise ValueError(f"an environment job's prompt must be a row key ({ROW_KEY}N), got {text[:40]!r}")
+    return int(text[len(ROW_KEY) :])
+
+
+def _cut_after_call(ids: list[int], tokenizer: Any) -> list[int]:
+    """The turn up to the end of its first complete tool call (the model would only talk past it)."""
+    text = tokenizer.decode(ids, skip_special_tokens=False)
+    ends = [text.find(tag) for tag in ("</tool>", "</tool_call>") if tag in text]
+    if not ends:
+        return ids
+    # Token boundaries need not match characters: take the shortest prefix whose text holds the whole call.
+    for n in range(1, len(ids) + 1):
+        piece = tokenizer.decode(ids[:n], skip_special_tokens=False)
+        if "</tool>" in piece or "</tool_call>" in piece:
+            return ids[:n]
+    return ids
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def agent_rollouts(
+    config: GRPOJobConfig, *, sink: EventSink, step_metrics: dict[int, dict[str, float]]
+) -> AgentRollouts | None:
+    """The agent parts of a job with an ``environment`` (None for a single-turn job): grpo.main's hook."""
+    if getattr(config, "environment", None) is None:
+        return None
+    return AgentRollouts(config=config, sink=sink, step_metrics=step_metrics)

@@ -1,0 +1,97 @@
+"""The repo-fix task pack becomes a dataset version that an environment job accepts as its rows."""
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from anneal.accounts.models import Organisation
+from anneal.accounts.services import team_create
+from anneal.datasets.ingest import read_rows
+from anneal.datasets.models import DatasetVersion
+from gpu_jobs.agent.taskpack import TASKS
+from gpu_jobs.config import GRPOJobConfig
+
+
+@pytest.fixture
+def api(db, settings, tmp_path):
+    settings.DATASET_DIR = tmp_path / "datasets"
+    user = User.objects.create_user("owner")
+    team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.mark.django_db
+def test_the_pack_becomes_a_version_whose_rows_start_episodes(api, tmp_path):
+    made = api.post("/api/v1/datasets/packs/agent", {"name": "repo-fix"}, format="json")
+    assert made.status_code == 201, made.content
+    version = DatasetVersion.objects.get(pk=made.json()["dataset_version"]["id"])
+    assert version.row_count == len(TASKS) >= 30
+    assert version.pack["pack"] == "repo_fix" and len(version.pack["tasks"]) == len(TASKS)
+    rows = list(read_rows(version.rows_path))
+    assert {"prompt", "files", "test_files", "solution", "fix_diff"} <= set(rows[0])
+    config = GRPOJobConfig(
+        model_store=str(tmp_path), output_dir=str(tmp_path), rows=rows, verifiers=[], environment={}
+    )
+    assert config.environment["name"] == "repo_tests"
+
+
+@pytest.mark.django_db
+def test_a_bad_request_names_the_field(api):
+    too_many = api.post("/api/v1/datasets/packs/agent", {"name": "p", "limit": 500}, format="json")
+    assert too_many.status_code == 400 and too_many.json()["errors"][0]["field"] == "limit"
+    unnamed = api.post("/api/v1/datasets/packs/agent", {"name": " "}, format="json")
+    assert unnamed.status_code == 400
+
+
+def test_a_job_with_an_environment_names_rows_that_cannot_start_an_episode(tmp_path):
+    rows = [{"prompt": "fix it", "files": {"a.py": "x = 1\n"}, "test_files": ["tests/test_a.py"]}]
+    with pytest.raises(ValueError, match=r"rows\[0\]\.test_files"):
+        GRPOJobConfig(model_store=str(tmp_path), output_dir=str(tmp_path), rows=rows, verifiers=[], environment={},
+                      prompts_per_step=1)  # fmt: skip
+    with pytest.raises(ValueError, match=r"environment\.max_turns"):
+        GRPOJobConfig(model_store=str(tmp_path), output_dir=str(tmp_path), rows=rows, verifiers=[],
+                      environment={"max_turns": 0}, prompts_per_step=1)  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_an_agent_job_launches_with_an_environment_and_no_verifier(api):
+    from anneal.training.models import Job
+
+    made = api.post("/api/v1/datasets/packs/agent", {"name": "repo-fix", "limit": 4}, format="json")
+    version_id = made.json()["dataset_version"]["id"]
+    params = {"max_steps": 2, "prompts_per_step": 2, "num_generations": 2, "environment": {"max_turns": 3}}
+    body = {"name": "agent", "dataset_version": version_id, "params": params}
+    response = api.post("/api/v1/jobs", body, format="json")
+    assert response.status_code == 201, response.json()
+    job = Job.objects.get(pk=response.json()["id"])
+    assert job.spec["environment"]["max_turns"] == 3 and job.spec["environment"]["name"] == "repo_tests"
+    assert job.spec["verifiers"] == []
+
+    bad = api.post(
+        "/api/v1/jobs", {**body, "params": {**params, "environment": {"max_turns": 0}}}, format="json"
+    )
+    assert bad.status_code == 400
+    assert bad.json()["errors"][0]["field"] == "params.environment"
+    assert "environment.max_turns" in bad.json()["errors"][0]["message"]
+
+
+@pytest.mark.django_db
+def test_an_agent_job_refuses_data_that_is_not_repositories_and_a_plain_job_still_needs_a_verifier(api):
+    from anneal.accounts.models import Team
+    from anneal.datasets.services import dataset_version_create_from_rows
+
+    team = Team.objects.get(name="Core")
+    plain = dataset_version_create_from_rows(
+        team=team, user=None, name="sums", rows=[{"prompt": "1+1=", "answer": "2"}] * 4
+    )
+    params = {"max_steps": 1, "prompts_per_step": 2, "num_generations": 2}
+    agent = api.post(
+        "/api/v1/jobs",
+        {"dataset_version": plain.id, "params": {**params, "environment": {}}},
+        format="json",
+    )
+    assert agent.status_code == 400 and "files" in agent.json()["errors"][0]["message"]
+    single = api.post("/api/v1/jobs", {"dataset_version": plain.id, "params": params}, format="json")
+    assert single.status_code == 400 and single.json()["errors"][0]["field"] == "verifiers"
