@@ -4,8 +4,10 @@ anyone reads a trace. Each alarm is raised once, and again only after its condit
 Torch-free: it reads the metric payloads the reporting callback emits.
 """
 
+import json
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -113,3 +115,58 @@ class AlarmWatch:
             f"for {self.dominant_run[leader]} steps, the verifier '{leader}' gave more than "
             f"{self.dominance:.0%} of the reward: the others barely shape what the model learns"
         )
+
+
+class ForgettingWatch:
+    """Compares each held-out evaluation with the first one (the base model, before training) per domain.
+
+    ``observe(step, scores)`` takes the ``eval/<domain>`` scores of one evaluation and returns a
+    ``forgetting`` alarm for each domain whose score fell more than ``margin`` below its base score, once
+    per domain until the score recovers to within the margin. ``eval/mean`` is not a domain and is skipped.
+    ``margin`` 0 turns the watch off. ``state_file``: where the base scores are kept, so a resumed run (which
+    does not evaluate its base model again) still compares with the model before training.
+    """
+
+    def __init__(
+        self, *, margin: float, base: dict[str, float] | None = None, state_file: Path | None = None
+    ) -> None:
+        self.margin = margin
+        self.state_file = state_file
+        if base is None and state_file is not None and state_file.is_file():
+            base = json.loads(state_file.read_text())
+        self.base: dict[str, float] | None = dict(base) if base else None
+        self.active: set[str] = set()
+
+    def observe(self, step: int, scores: dict[str, float]) -> list[Alarm]:
+        domains = {
+            key.removeprefix("eval/"): value
+            for key, value in scores.items()
+            if key.startswith("eval/") and key != "eval/mean"
+        }
+        if self.base is None:
+            self.base = domains
+            if self.state_file is not None:
+                self.state_file.parent.mkdir(parents=True, exist_ok=True)
+                self.state_file.write_text(json.dumps(domains))
+            return []
+        if self.margin <= 0:
+            return []
+        raised = []
+        for domain, score in sorted(domains.items()):
+            before = self.base.get(domain)
+            if before is None:
+                continue
+            if before - score <= self.margin:
+                self.active.discard(domain)
+            elif domain not in self.active:
+                self.active.add(domain)
+                raised.append(
+                    Alarm(
+                        name="forgetting",
+                        step=step,
+                        message=f"the held-out score of domain '{domain}' fell from {before:.3f} before "
+                        f"training to {score:.3f} (more than the margin {self.margin:g}): the model is "
+                        "forgetting it; raise its domain weight or lower the learning rate",
+                    )
+                )
+        return raised

@@ -4,6 +4,7 @@ A job evaluates its base model before the first step, every ``eval_steps`` and a
 and the dashboards can put the base model and each checkpoint side by side, domain by domain.
 """
 
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -59,7 +60,8 @@ def evaluate(
     verifier scores in [0, 1]: the weighted sum is divided by the total weight. Keys: ``eval/<domain>``,
     plus ``eval/mean`` over every row.
 
-    Preconditions: ``rows`` is non-empty; ``weights`` has a positive total.
+    Preconditions: ``rows`` is non-empty; every row is scored by verifiers whose weights sum above 0 (a row
+    no verifier scores counts 0).
     """
     completions = greedy_completions(
         model=model,
@@ -67,11 +69,16 @@ def evaluate(
         prompts=[row["prompt"] for row in rows],
         max_new_tokens=max_new_tokens,
     )
-    total_weight = sum(weights.values())
-    totals = [0.0] * len(rows)
+    # A verifier routed to other domains leaves a row unscored (NaN): a row's mean is over the verifiers that
+    # scored it, so each domain is judged by its own verifiers.
+    sums = [0.0] * len(rows)
+    row_weights = [0.0] * len(rows)
     for name, scorer in scorers.items():
         for index, result in enumerate(scorer.score_batch(rows, completions)):
-            totals[index] += weights[name] * result.score / total_weight
+            if not math.isnan(result.score):
+                sums[index] += weights[name] * result.score
+                row_weights[index] += weights[name]
+    totals = [total / weight if weight > 0 else 0.0 for total, weight in zip(sums, row_weights, strict=True)]
     by_domain: dict[str, list[float]] = defaultdict(list)
     for row, total in zip(rows, totals, strict=True):
         by_domain[str(row.get("domain") or DEFAULT_DOMAIN)].append(total)

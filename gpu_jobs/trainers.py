@@ -1,0 +1,55 @@
+"""What the job spec's algorithm and fine-tuning choices become in TRL and PEFT.
+
+- ``algorithm`` "grpo": TRL's ``GRPOTrainer`` with the spec's ``loss_type``; "rloo": TRL's ``RLOOTrainer``
+  (no loss_type: its loss is fixed). Both take the same generation, reward and optimiser settings.
+- ``lora_rank`` > 0: a PEFT ``LoraConfig`` handed to the trainer, which wraps the model; checkpoints are
+  saved with the adapters merged into the base weights (``save_model``) so every checkpoint is a plain model
+  folder that serving and evaluation load like any other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpu_jobs.config import GRPOJobConfig
+
+
+def algorithm_classes(config: GRPOJobConfig) -> tuple[type, type, dict]:
+    """(TRL config class, trainer class, extra config arguments) for ``config.algorithm``."""
+    if config.algorithm == "rloo":
+        from trl import RLOOConfig, RLOOTrainer
+
+        return RLOOConfig, RLOOTrainer, {}
+    from trl import GRPOConfig, GRPOTrainer
+
+    return GRPOConfig, GRPOTrainer, {"loss_type": config.loss_type}
+
+
+def lora_config(config: GRPOJobConfig) -> Any:
+    """A PEFT ``LoraConfig`` when ``config.lora_rank`` > 0, else None (full fine-tuning)."""
+    if config.lora_rank <= 0:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=config.lora_targets(),
+        task_type="CAUSAL_LM",
+    )
+
+
+def save_model(model: Any, folder: Path) -> None:
+    """Save ``model`` as a plain Hugging Face folder; a PEFT model is saved with its adapters merged into a
+    copy of the weights (the model being trained keeps its adapters)."""
+    from peft import PeftModel
+
+    if isinstance(model, PeftModel):
+        import copy
+
+        merged = copy.deepcopy(model).merge_and_unload()
+        merged.save_pretrained(folder)
+        return
+    model.save_pretrained(folder)
