@@ -1,0 +1,151 @@
+"""What a job costs: an estimate before launch and its spend so far.
+
+Spend = device-hours (the job's run time, summed over its attempts, times its device count) × the price of its
+device type (settings.JOB_DEVICE_PRICES) + sandbox hours (the time its verifiers took, reported per step as
+``verify_time/<verifier>``) × settings.JOB_SANDBOX_PRICE_PER_HOUR. Prices are in USD.
+
+The estimate times a step from the team's latest finished job on the same model, scaled by the tokens a step
+generates; with no such job it uses default rates per generated token (below). It is a guide, not a quote.
+"""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils import timezone
+
+from anneal.accounts.models import Team
+from anneal.training.models import ACTIVE_STATES, Job, JobState
+
+CURRENCY = "USD"
+# Seconds per generated token of a step, and fixed seconds per job (model load, evaluation), when the team
+# has no finished job on the model to time from. Measured on 2 CPU cores (see FINDINGS.md).
+DEFAULT_SECONDS_PER_TOKEN = {"tiny": 0.0006}
+DEFAULT_SECONDS_PER_TOKEN_OTHER = 0.08
+DEFAULT_OVERHEAD_S = 30.0
+DEFAULT_SANDBOX_SECONDS_PER_COMPLETION = 0.002
+
+
+def usd(amount: float) -> str:
+    """An amount for messages: cents above a dollar, else four significant digits (budgets can be tiny)."""
+    return f"{amount:.2f}" if abs(amount) >= 1 else f"{amount:.4g}"
+
+
+def device_price(device_type: str) -> float:
+    return float(settings.JOB_DEVICE_PRICES.get(device_type, 0))
+
+
+def job_run_seconds(job: Job) -> float:
+    """Run time so far: finished attempts plus the running one."""
+    seconds = job.run_seconds
+    if job.state in ACTIVE_STATES and job.attempt_started_at:
+        seconds += max(0.0, (timezone.now() - job.attempt_started_at).total_seconds())
+    return seconds
+
+
+def job_spend(job: Job) -> dict:
+    run_s = job_run_seconds(job)
+    device_hours = run_s / 3600 * job.devices
+    sandbox_hours = job.sandbox_seconds / 3600
+    device_cost = device_hours * device_price(job.device_type)
+    sandbox_cost = sandbox_hours * float(settings.JOB_SANDBOX_PRICE_PER_HOUR)
+    budget = float(job.spec.get("budget") or 0)
+    return {
+        "currency": CURRENCY,
+        "run_seconds": round(run_s, 1),
+        "device_type": job.device_type,
+        "devices": job.devices,
+        "device_hours": round(device_hours, 6),
+        "device_cost": round(device_cost, 6),
+        "sandbox_hours": round(sandbox_hours, 6),
+        "sandbox_cost": round(sandbox_cost, 6),
+        "total": round(device_cost + sandbox_cost, 6),
+        "budget": budget or None,
+    }
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    step_seconds: float
+    overhead_seconds: float
+    sandbox_seconds_per_step: float
+    basis: str
+
+
+def _tokens_per_step(spec: dict) -> int:
+    return int(spec["prompts_per_step"]) * int(spec["num_generations"]) * int(spec["max_completion_length"])
+
+
+def step_timing(*, spec: dict, team: Team) -> StepTiming:
+    """How long one step of ``spec`` should take, from the team's latest finished job on the same model."""
+    model = spec.get("model", "tiny")
+    previous = (
+        Job.objects.filter(
+            team=team, state=JobState.SUCCEEDED, spec__model=model, step__gt=0, run_seconds__gt=0
+        )
+        .order_by("-finished_at")
+        .first()
+    )
+    tokens = max(1, _tokens_per_step(spec))
+    if previous is not None:
+        try:
+            ratio = tokens / max(1, _tokens_per_step(previous.spec))
+        except (KeyError, TypeError, ValueError):
+            ratio = 1.0
+        per_step = previous.run_seconds / previous.step
+        sandbox = previous.sandbox_seconds / previous.step
+        return StepTiming(
+            step_seconds=per_step * ratio,
+            overhead_seconds=0.0,  # already inside the measured per-step time
+            sandbox_seconds_per_step=sandbox * ratio,
+            basis=f"timed from job #{previous.pk} on the same model",
+        )
+    rate = DEFAULT_SECONDS_PER_TOKEN.get(model, DEFAULT_SECONDS_PER_TOKEN_OTHER)
+    completions = int(spec["prompts_per_step"]) * int(spec["num_generations"])
+    return StepTiming(
+        step_seconds=rate * tokens,
+        overhead_seconds=DEFAULT_OVERHEAD_S,
+        sandbox_seconds_per_step=DEFAULT_SANDBOX_SECONDS_PER_COMPLETION * completions,
+        basis="default rates (no finished job of this team on this model yet)",
+    )
+
+
+def job_estimate(*, spec: dict, team: Team, steps: int | None = None) -> dict:
+    """Estimated run time and cost of ``steps`` (default: all) steps of a job with ``spec``."""
+    timing = step_timing(spec=spec, team=team)
+    steps = int(spec["max_steps"]) if steps is None else steps
+    seconds = timing.overhead_seconds + timing.step_seconds * steps
+    devices = int(spec.get("devices", 1))
+    device_type = spec.get("device_type", "cpu")
+    device_hours = seconds / 3600 * devices
+    sandbox_hours = timing.sandbox_seconds_per_step * steps / 3600
+    device_cost = device_hours * device_price(device_type)
+    sandbox_cost = sandbox_hours * float(settings.JOB_SANDBOX_PRICE_PER_HOUR)
+    budget = float(spec.get("budget") or 0)
+    total = device_cost + sandbox_cost
+    return {
+        "currency": CURRENCY,
+        "seconds": round(seconds, 1),
+        "device_type": device_type,
+        "devices": devices,
+        "price_per_device_hour": device_price(device_type),
+        "device_hours": round(device_hours, 6),
+        "device_cost": round(device_cost, 6),
+        "sandbox_hours": round(sandbox_hours, 6),
+        "sandbox_price_per_hour": float(settings.JOB_SANDBOX_PRICE_PER_HOUR),
+        "sandbox_cost": round(sandbox_cost, 6),
+        "total": round(total, 6),
+        "budget": budget or None,
+        "over_budget": bool(budget and total > budget),
+        "basis": timing.basis,
+    }
+
+
+def job_remaining_seconds(job: Job) -> float:
+    """Estimated run time left: from the job's own pace once it has done steps, else from the estimate."""
+    left_steps = max(0, job.max_steps - job.step)
+    if job.step > 0 and job_run_seconds(job) > 0:
+        return job_run_seconds(job) / job.step * left_steps
+    try:
+        return job_estimate(spec=job.spec, team=job.team, steps=left_steps)["seconds"]
+    except (KeyError, TypeError, ValueError):
+        return 0.0
