@@ -7,7 +7,7 @@ VENV := .venv
 # Touched after a successful install: the venv is rebuilt only when pyproject.toml is newer than this.
 STAMP := $(VENV)/.installed
 
-.PHONY: venv system system-test sandbox-image demo run test test-services lint gpu-resolve clean
+.PHONY: venv system system-test sandbox-image demo run test test-services lint gpu-resolve gpu-smoke clean
 
 venv: $(STAMP)
 
@@ -58,6 +58,11 @@ gpu-resolve: venv
 	$(VENV)/bin/pip install --dry-run --ignore-installed --quiet --report var/gpu-resolve.json \
 	  -r requirements/gpu.txt 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }; \
 	echo "requirements/gpu.txt resolves ($$(( $$(date +%s) - start )) s); the full set is in var/gpu-resolve.json"
+
+# A short GRPO job on one CUDA GPU (vLLM colocate rollouts, bf16, gradient checkpointing): prints step time
+# and tokens/s. Exits 2 with a message on a host without CUDA or vLLM. More GPUs: accelerate launch (see script).
+gpu-smoke: venv
+	$(VENV)/bin/python scripts/gpu_smoke.py $(GPU_SMOKE_ARGS)
 
 # Build output and caches; var/ (database, models, checkpoints) only with `make clean ALL=1`.
 clean:

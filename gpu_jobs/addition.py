@@ -78,3 +78,23 @@ def greedy_accuracy(
         completion.strip() == row["answer"] for completion, row in zip(completions, rows, strict=True)
     )
     return correct / len(rows)
+
+
+# The demo job (`make demo` seeds it; bench/learning.py runs the same spec in-process): what it trains on,
+# what scores it, and its hyper-parameters. Kept here, free of Django, so that both use one definition.
+DEMO_TRAIN_ROWS = {"n": 512, "seed": 1, "split": "train"}
+DEMO_EVAL_ROWS = {"n": 200, "seed": 2, "split": "test"}
+DEMO_VERIFIERS = {
+    "exact answer": ({"type": "exact_match", "reference_field": "answer"}, 1.0),
+    "python tests": ({"type": "python_tests", "tests_field": "tests", "scoring": "all_or_nothing"}, 0.5),
+}
+# Many prompts a step and a gentle learning rate: on the warmed-up tiny model, 16 prompts or a learning rate
+# of 1e-4 and above made held-out accuracy fall, 32 prompts at 3e-5 raised it (by 2-4 points: the goal of
+# +20 is not met yet; bench/learning.py measures it).
+DEMO_PARAMS = {
+    "max_steps": 80,
+    "prompts_per_step": 32,
+    "num_generations": 8,
+    "learning_rate": 3e-5,
+    "eval_steps": 20,
+}

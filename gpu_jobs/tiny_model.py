@@ -11,7 +11,9 @@ model folder. The build is seeded and needs no network:
    the model answers some sums right and GRPO has a reward signal to climb (greedy accuracy on
    the held-out test split: 46% for seed 0, the default, 42% and 16% for seeds 1 and 2; about 18 s on 2
    idle cores). GRPO then has signal: at lr 3e-4 with 32 prompts x 8 completions, the sampled reward went
-   from ~0.24 to ~0.37 in 300 steps (after a dip in the first ~60).
+   from ~0.24 to ~0.37 in 300 steps (after a dip in the first ~60). A weaker warm-up (300 steps: 14.7% held
+   out) is no better a start: the demo's GRPO at lr 3e-4 took it down to 3.5% in 300 steps (see
+   bench/learning.py and the README's figures).
 
 The folder also holds ``anneal_recipe.json``: the recipe, the seed and the measured test accuracy.
 """

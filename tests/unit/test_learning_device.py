@@ -1,0 +1,91 @@
+"""The GPU path, checked without a GPU: what a job's device settings become in TRL's config on each kind of
+host, the refusals that name the field, and `make gpu-smoke` on a host without CUDA."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpu_jobs.addition import addition_rows
+from gpu_jobs.config import GRPOJobConfig
+from gpu_jobs.device import DeviceError, HostInfo, device_args
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU_HOST = HostInfo(cuda_devices=0)
+GPU_HOST = HostInfo(cuda_devices=1, bf16=True, vllm=True)
+
+
+def test_cpu_host_trains_in_float32_without_vllm_whatever_the_job_asks():
+    for device in ("auto", "cpu"):
+        args = device_args(device=device, use_vllm=True, host=CPU_HOST)
+        assert args == {"use_cpu": True, "bf16": False, "activation_checkpointing": False, "use_vllm": False}
+
+
+def test_gpu_host_uses_bf16_gradient_checkpointing_and_vllm_colocate():
+    args = device_args(device="auto", use_vllm=True, host=GPU_HOST)
+    assert args["use_cpu"] is False and args["bf16"] is True and args["fp16"] is False
+    assert args["activation_checkpointing"] is True
+    assert args["use_vllm"] is True and args["vllm_mode"] == "colocate"
+    assert 0 < args["vllm_gpu_memory_utilization"] < 1
+
+
+def test_gpu_host_without_bf16_falls_back_to_fp16_and_vllm_can_be_turned_off():
+    args = device_args(device="cuda", use_vllm=False, host=HostInfo(cuda_devices=2, bf16=False, vllm=True))
+    assert args["bf16"] is False and args["fp16"] is True and args["use_vllm"] is False
+    assert "vllm_mode" not in args
+
+
+def test_the_mapping_names_only_fields_trl_knows_and_the_cpu_one_builds_a_config(tmp_path):
+    from trl import GRPOConfig
+
+    known = set(GRPOConfig.__dataclass_fields__)
+    for host in (CPU_HOST, GPU_HOST):
+        assert set(device_args(device="auto", use_vllm=True, host=host)) <= known
+    args = GRPOConfig(
+        output_dir=str(tmp_path), report_to="none", **device_args(device="cpu", use_vllm=True, host=CPU_HOST)
+    )
+    assert args.use_cpu and not args.bf16 and not args.use_vllm
+
+
+@pytest.mark.parametrize(
+    ("device", "use_vllm", "host", "field"),
+    [
+        ("cuda", False, CPU_HOST, "device:"),
+        ("auto", True, HostInfo(cuda_devices=1, bf16=True, vllm=False), "use_vllm:"),
+        ("tpu", False, GPU_HOST, "device:"),
+    ],
+)
+def test_what_the_host_cannot_do_is_refused_naming_the_field(device, use_vllm, host, field):
+    with pytest.raises(DeviceError) as error:
+        device_args(device=device, use_vllm=use_vllm, host=host)
+    assert str(error.value).startswith(field)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"), [({"device": "gpu"}, "device"), ({"use_vllm": "yes"}, "use_vllm")]
+)
+def test_job_config_checks_the_device_fields(tmp_path, overrides, field):
+    values = dict(
+        model_store=str(tmp_path),
+        output_dir=str(tmp_path),
+        rows=addition_rows(n=8, seed=0),
+        verifiers=[{"name": "exact", "spec": {"type": "exact_match"}, "weight": 1.0}],
+    )
+    config = GRPOJobConfig(**values)
+    assert (config.device, config.use_vllm) == ("auto", True)
+    assert "vLLM" in GRPOJobConfig.field_help()["use_vllm"]
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        GRPOJobConfig(**values, **overrides)
+
+
+def test_gpu_smoke_on_a_host_without_cuda_says_so_and_exits_non_zero():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_smoke.py"), "--steps", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "no CUDA device on this host" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
