@@ -1,0 +1,393 @@
+"""The batch tier, in the shape of OpenAI's batch API: a JSONL file of requests is uploaded, a batch is
+created from it, a Celery task sends its lines to the batch-tier replicas of the deployments they name (as
+many at once as the deployment allows), and writes a results file and an errors file.
+
+Every line's errors name the line, so a bad file is fixed in one go.
+"""
+
+import asyncio
+import json
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from anneal.accounts.services import audit
+from anneal.deployments.models import (
+    BatchFile,
+    BatchJob,
+    BatchState,
+    Deployment,
+    DeploymentKey,
+    DeploymentState,
+    Tier,
+)
+from anneal.deployments.selectors import (
+    deployments_for_key,
+    ready_replicas,
+    team_budget_cap,
+    team_spend_month,
+)
+from anneal.deployments.services import usage_record
+from anneal.deployments.v1 import OpenAIError, check_request
+
+ENDPOINTS = {"/v1/chat/completions": "chat.completions", "/v1/completions": "completions"}
+MAX_LINE_ERRORS = 20
+REQUEST_TIMEOUT_S = 300.0
+
+
+def batch_dir(team_id: int) -> Path:
+    path = settings.DATA_DIR / "batch_files" / f"team-{team_id}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _store(team_id: int, data: bytes) -> Path:
+    path = batch_dir(team_id) / f"{uuid.uuid4().hex}.jsonl"
+    path.write_bytes(data)
+    return path
+
+
+def parse_lines(data: bytes) -> tuple[list[dict], list[str]]:
+    """(requests, errors): every line checked as a batch request; errors name the line (1-based)."""
+    requests, errors, seen = [], [], set()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [], [f"the file is not UTF-8 text (byte {exc.start})"]
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        problem = _line_problem(line, seen)
+        if isinstance(problem, str):
+            errors.append(f"line {number}: {problem}")
+            if len(errors) >= MAX_LINE_ERRORS:
+                errors.append("… further lines not checked")
+                break
+        else:
+            requests.append(problem)
+    if not requests and not errors:
+        errors.append("the file holds no requests: one JSON object per line")
+    return requests, errors
+
+
+def _line_problem(line: str, seen: set) -> dict | str:
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON ({exc.msg})"
+    if not isinstance(item, dict):
+        return "must be a JSON object with custom_id, method, url and body"
+    custom_id = item.get("custom_id")
+    if not isinstance(custom_id, str) or not custom_id:
+        return "custom_id must be a non-empty string"
+    if custom_id in seen:
+        return f"custom_id {custom_id!r} is used twice; each request needs its own"
+    seen.add(custom_id)
+    if item.get("method") != "POST":
+        return "method must be POST"
+    if item.get("url") not in ENDPOINTS:
+        return f"url must be one of {', '.join(ENDPOINTS)}"
+    body = item.get("body")
+    if not isinstance(body, dict):
+        return "body must be a JSON object (the request's body)"
+    if body.get("stream"):
+        return "body.stream must be false in a batch"
+    try:
+        check_request(body, ENDPOINTS[item["url"]])
+    except OpenAIError as exc:
+        return f"body: {exc.message}"
+    return item
+
+
+@transaction.atomic
+def batch_file_create(*, key: DeploymentKey, filename: str, data: bytes, purpose: str) -> BatchFile:
+    if purpose != "batch":
+        raise OpenAIError(400, f"purpose {purpose!r} is not supported: use 'batch'.", param="purpose")
+    if len(data) > settings.UPLOAD_MAX_BYTES:
+        raise OpenAIError(
+            413, f"The file is {len(data)} bytes; the limit is {settings.UPLOAD_MAX_BYTES}.", param="file"
+        )
+    requests, errors = parse_lines(data)
+    if errors:
+        raise OpenAIError(
+            400, "The batch file is invalid: " + "; ".join(errors), param="file", code="invalid_file"
+        )
+    if len(requests) > settings.DEPLOY_BATCH_MAX_LINES:
+        raise OpenAIError(
+            400,
+            f"The file holds {len(requests)} requests; a batch takes at most {settings.DEPLOY_BATCH_MAX_LINES}.",
+            param="file",
+        )
+    path = _store(key.team_id, data)
+    return BatchFile.objects.create(
+        team_id=key.team_id,
+        key=key,
+        filename=filename[:255] or "batch.jsonl",
+        purpose=purpose,
+        path=str(path),
+        bytes=len(data),
+        lines=len(requests),
+    )
+
+
+@transaction.atomic
+def batch_create(
+    *, key: DeploymentKey, input_file_id: str, endpoint: str, completion_window: str, metadata: dict | None
+) -> BatchJob:
+    batch_file = file_for_key(key, input_file_id, param="input_file_id")
+    if batch_file.purpose != "batch":
+        raise OpenAIError(400, f"{input_file_id} is not a file of purpose 'batch'.", param="input_file_id")
+    if endpoint not in ENDPOINTS:
+        raise OpenAIError(400, f"endpoint must be one of {', '.join(ENDPOINTS)}.", param="endpoint")
+    if completion_window != "24h":
+        raise OpenAIError(400, "completion_window must be '24h'.", param="completion_window")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise OpenAIError(400, "metadata must be an object of strings.", param="metadata")
+    requests, _ = parse_lines(Path(batch_file.path).read_bytes())
+    visible = {d.name: d for d in deployments_for_key(key)}
+    for number, item in enumerate(requests, start=1):
+        if item["url"] != endpoint:
+            raise OpenAIError(
+                400,
+                f"line {number}: url {item['url']} differs from the batch's endpoint {endpoint}.",
+                param="endpoint",
+            )
+        deployment = visible.get(item["body"]["model"])
+        if deployment is None or deployment.tier != Tier.BATCH:
+            raise OpenAIError(
+                400,
+                f"line {number}: model {item['body']['model']!r} is not a batch-tier deployment you can use: "
+                "switch the deployment to the batch tier, or call it directly.",
+                param="input_file_id",
+                code="model_not_found",
+            )
+    batch = BatchJob.objects.create(
+        team_id=key.team_id,
+        key=key,
+        endpoint=endpoint,
+        completion_window=completion_window,
+        input_file=batch_file,
+        metadata=metadata or {},
+        total=len(requests),
+    )
+    audit(team=key.team, user=None, action="batch.create", obj=batch, key=key.key_hint, lines=len(requests))
+    from workers.tasks import batch_run_task
+
+    transaction.on_commit(lambda: batch_run_task.delay(batch.pk))
+    return batch
+
+
+def file_for_key(key: DeploymentKey, file_id: str, *, param: str | None = None) -> BatchFile:
+    number = file_id.removeprefix("file-")
+    batch_file = (
+        BatchFile.objects.filter(pk=int(number), team_id=key.team_id).first() if number.isdigit() else None
+    )
+    if batch_file is None:
+        raise OpenAIError(404, f"No such File object: {file_id}", param=param, code="file_not_found")
+    return batch_file
+
+
+def batch_for_key(key: DeploymentKey, batch_id: str) -> BatchJob:
+    number = batch_id.removeprefix("batch_")
+    batch = BatchJob.objects.filter(pk=int(number), team_id=key.team_id).first() if number.isdigit() else None
+    if batch is None:
+        raise OpenAIError(404, f"No such Batch object: {batch_id}", code="batch_not_found")
+    return batch
+
+
+def batch_cancel(*, batch: BatchJob) -> BatchJob:
+    BatchJob.objects.filter(pk=batch.pk, state__in=[BatchState.VALIDATING, BatchState.IN_PROGRESS]).update(
+        state=BatchState.CANCELLING
+    )
+    batch.refresh_from_db()
+    return batch
+
+
+# --- the runner (Celery task deployments.run_batch) ---------------------------------------------------------
+
+
+def batch_run(*, batch_id: int) -> str:
+    claimed = BatchJob.objects.filter(pk=batch_id, state=BatchState.VALIDATING).update(
+        state=BatchState.IN_PROGRESS, in_progress_at=timezone.now()
+    )
+    if not claimed:
+        return "not claimed"
+    batch = BatchJob.objects.select_related("key", "input_file").get(pk=batch_id)
+    requests, _ = parse_lines(Path(batch.input_file.path).read_bytes())
+    by_name = {d.name: d for d in deployments_for_key(batch.key)} if batch.key else {}
+    results = asyncio.run(_send_all(batch, requests, by_name))
+    outputs = [r for r in results if r["error"] is None]
+    errors = [r for r in results if r["error"] is not None]
+    with transaction.atomic():
+        batch.refresh_from_db()
+        if outputs:
+            batch.output_file = _result_file(batch, outputs, "output")
+        if errors:
+            batch.error_file = _result_file(batch, errors, "error")
+        batch.completed, batch.failed = len(outputs), len(errors)
+        cancelled = batch.state == BatchState.CANCELLING
+        batch.state = BatchState.CANCELLED if cancelled else BatchState.COMPLETED
+        batch.completed_at = timezone.now()
+        batch.save()
+    return batch.state
+
+
+def _result_file(batch: BatchJob, rows: list[dict], kind: str) -> BatchFile:
+    data = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    return BatchFile.objects.create(
+        team_id=batch.team_id,
+        key=batch.key,
+        filename=f"batch_{batch.pk}_{kind}.jsonl",
+        purpose=f"batch_{kind}",
+        path=str(_store(batch.team_id, data)),
+        bytes=len(data),
+        lines=len(rows),
+    )
+
+
+def _line_error(
+    batch: BatchJob, number: int, item: dict, code: str, message: str, status: int | None = None
+) -> dict:
+    response = None
+    if status is not None:
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+        response = {"status_code": status, "request_id": f"req_{batch.pk}_{number}", "body": {"error": error}}
+    return {
+        "id": f"batch_req_{batch.pk}_{number}",
+        "custom_id": item["custom_id"],
+        "response": response,
+        "error": {"code": code, "message": message},
+    }
+
+
+async def _send_all(batch: BatchJob, requests: list[dict], by_name: dict[str, Deployment]) -> list[dict]:
+    from asgiref.sync import sync_to_async
+
+    limits: dict[int, asyncio.Semaphore] = {}
+    turn = {"n": 0}
+
+    def route(deployment: Deployment):
+        deployment.refresh_from_db()
+        if deployment.state != DeploymentState.READY or deployment.tier != Tier.BATCH:
+            return f"the deployment `{deployment.name}` is {deployment.state} at the {deployment.tier} tier"
+        cap = team_budget_cap(deployment.team_id)
+        if cap is not None and team_spend_month(deployment.team_id) >= cap:
+            return "insufficient_quota"
+        replicas = ready_replicas(deployment)
+        if not replicas:
+            return f"no replica of `{deployment.name}` is ready"
+        turn["n"] += 1
+        return replicas[turn["n"] % len(replicas)]
+
+    def cancelled() -> bool:
+        return BatchJob.objects.filter(pk=batch.pk, state=BatchState.CANCELLING).exists()
+
+    async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
+
+        async def one(number: int, item: dict) -> dict:
+            deployment = by_name.get(item["body"]["model"])
+            if deployment is None:
+                return _line_error(
+                    batch, number, item, "model_not_found", f"no deployment {item['body']['model']!r}"
+                )
+            semaphore = limits.setdefault(deployment.pk, asyncio.Semaphore(deployment.max_concurrency))
+            async with semaphore:
+                if await sync_to_async(cancelled)():
+                    return _line_error(batch, number, item, "batch_cancelled", "the batch was cancelled")
+                replica = await sync_to_async(route)(deployment)
+                if isinstance(replica, str):
+                    code = "insufficient_quota" if replica == "insufficient_quota" else "model_not_ready"
+                    message = "the team's budget cap is reached" if code == "insufficient_quota" else replica
+                    return _line_error(
+                        batch, number, item, code, message, status=429 if code != "model_not_ready" else 503
+                    )
+                started = time.monotonic()
+                try:
+                    response = await client.post(replica.base_url + item["url"], json=item["body"])
+                    body = response.json()
+                except (httpx.HTTPError, json.JSONDecodeError) as exc:
+                    return _line_error(
+                        batch, number, item, "replica_unavailable", f"{type(exc).__name__}: {exc}"
+                    )
+                usage = body.get("usage") if isinstance(body, dict) else None
+                if response.status_code == 200 and isinstance(usage, dict):
+                    await sync_to_async(usage_record)(
+                        deployment=deployment,
+                        key=batch.key,
+                        tier=replica.tier,
+                        endpoint=ENDPOINTS[item["url"]],
+                        stream=False,
+                        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                        completion_tokens=int(usage.get("completion_tokens") or 0),
+                        latency_ms=int((time.monotonic() - started) * 1000),
+                        batch_id=batch.pk,
+                    )
+                result = {
+                    "id": f"batch_req_{batch.pk}_{number}",
+                    "custom_id": item["custom_id"],
+                    "response": {
+                        "status_code": response.status_code,
+                        "request_id": f"req_{batch.pk}_{number}",
+                        "body": body,
+                    },
+                    "error": None,
+                }
+                if response.status_code != 200:
+                    error = body.get("error") if isinstance(body, dict) else None
+                    result["error"] = {
+                        "code": (error or {}).get("code") or "request_failed",
+                        "message": (error or {}).get("message") or f"status {response.status_code}",
+                    }
+                return result
+
+        return list(await asyncio.gather(*(one(n, item) for n, item in enumerate(requests, start=1))))
+
+
+def batch_object(batch: BatchJob) -> dict:
+    def ts(value):
+        return int(value.timestamp()) if value else None
+
+    errors = None
+    if batch.errors:
+        errors = {"object": "list", "data": batch.errors}
+    return {
+        "id": batch.openai_id,
+        "object": "batch",
+        "endpoint": batch.endpoint,
+        "errors": errors,
+        "input_file_id": batch.input_file.openai_id,
+        "completion_window": batch.completion_window,
+        "status": batch.state,
+        "output_file_id": batch.output_file.openai_id if batch.output_file_id else None,
+        "error_file_id": batch.error_file.openai_id if batch.error_file_id else None,
+        "created_at": ts(batch.created_at),
+        "in_progress_at": ts(batch.in_progress_at),
+        "expires_at": ts(batch.created_at + timezone.timedelta(hours=24)),
+        "finalizing_at": None,
+        "completed_at": ts(batch.completed_at),
+        "failed_at": ts(batch.failed_at),
+        "expired_at": None,
+        "cancelling_at": None,
+        "cancelled_at": ts(batch.completed_at) if batch.state == BatchState.CANCELLED else None,
+        "request_counts": {"total": batch.total, "completed": batch.completed, "failed": batch.failed},
+        "metadata": batch.metadata or None,
+    }
+
+
+def file_object(batch_file: BatchFile) -> dict:
+    return {
+        "id": batch_file.openai_id,
+        "object": "file",
+        "bytes": batch_file.bytes,
+        "created_at": int(batch_file.created_at.timestamp()),
+        "filename": batch_file.filename,
+        "purpose": batch_file.purpose,
+        "status": "processed",
+        "expires_at": None,
+        "status_details": None,
+    }

@@ -1,0 +1,466 @@
+"""The OpenAI-compatible /v1 endpoint: authenticate a deployment key, check budget and rate limit, pick a
+ready replica, forward the request, relay the answer (streams too) and meter the tokens it reports.
+
+Async views on Daphne; the replica is called with httpx. Every failure answers in OpenAI's error shape
+{"error": {"message", "type", "param", "code"}} with a 4xx/5xx status, never a stack trace.
+"""
+
+import itertools
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.cache import cache
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from anneal.deployments.models import Deployment, DeploymentKey, DeploymentState, Replica
+from anneal.deployments.selectors import (
+    deployments_for_key,
+    key_lookup,
+    ready_replicas,
+    team_budget_cap,
+    team_spend_month,
+)
+from anneal.deployments.services import usage_record
+
+log = logging.getLogger(__name__)
+CHAT, COMPLETIONS = "chat.completions", "completions"
+ROLES = ("system", "developer", "user", "assistant", "tool")
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 300.0
+
+# Requests in flight per replica in this web process: the router sends each request to the least busy.
+_in_flight: dict[int, int] = {}
+_turn = itertools.count()
+
+
+class OpenAIError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",  # noqa: A002 - the field's name in OpenAI's shape
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.headers = headers or {}
+
+    def response(self) -> JsonResponse:
+        body = {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        response = JsonResponse(body, status=self.status)
+        for name, value in self.headers.items():
+            response[name] = value
+        return response
+
+
+def error_response(status: int, message: str, **kwargs) -> JsonResponse:
+    return OpenAIError(status, message, **kwargs).response()
+
+
+def internal_error(exc: Exception) -> JsonResponse:
+    """A bug of ours still answers in the shape clients parse, and is logged with its traceback."""
+    log.exception("/v1 request failed", exc_info=exc)
+    return error_response(500, "The server had an error while processing your request.", type="server_error")
+
+
+# --- input checks ---------------------------------------------------------------------------------------
+
+
+def parse_body(request) -> dict:
+    limit = settings.DEPLOY_MAX_REQUEST_KB * 1024
+    if len(request.body) > limit:
+        raise OpenAIError(
+            413,
+            f"The request body is {len(request.body)} bytes; the limit is {limit} bytes "
+            f"(ANNEAL_V1_MAX_REQUEST_KB={settings.DEPLOY_MAX_REQUEST_KB}).",
+            code="request_too_large",
+        )
+    try:
+        body = json.loads(request.body or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise OpenAIError(
+            400,
+            "We could not parse the JSON body of your request: send a JSON object "
+            "(Content-Type: application/json).",
+            code="invalid_json",
+        ) from None
+    if not isinstance(body, dict):
+        raise OpenAIError(400, "The request body must be a JSON object.", code="invalid_json")
+    return body
+
+
+def check_request(body: dict, kind: str) -> None:
+    """The checks the platform makes before spending a replica's time; the replica checks the rest."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise OpenAIError(400, "You must provide a model parameter (a deployment's name).", param="model")
+    if kind == CHAT:
+        _check_messages(body.get("messages"))
+    else:
+        prompt = body.get("prompt")
+        is_texts = isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt)
+        if not (isinstance(prompt, str) or is_texts):
+            raise OpenAIError(
+                400,
+                "'prompt' must be a string or a non-empty list of strings.",
+                param="prompt",
+                code="invalid_type",
+            )
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise OpenAIError(
+                400, f"'{name}' must be a whole number of at least 1.", param=name, code="invalid_value"
+            )
+        if value > settings.DEPLOY_MAX_TOKENS:
+            raise OpenAIError(
+                400,
+                f"'{name}' is {value}; this endpoint generates at most {settings.DEPLOY_MAX_TOKENS} tokens "
+                "per request (ANNEAL_V1_MAX_TOKENS).",
+                param=name,
+                code="invalid_value",
+            )
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise OpenAIError(400, "'stream' must be true or false.", param="stream", code="invalid_type")
+
+
+def _check_messages(messages) -> None:
+    if not isinstance(messages, list) or not messages:
+        raise OpenAIError(
+            400,
+            "'messages' must be a non-empty list of {role, content} objects.",
+            param="messages",
+            code="invalid_type",
+        )
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict):
+            raise OpenAIError(400, f"'{where}' must be an object with role and content.", param=where)
+        if message.get("role") not in ROLES:
+            raise OpenAIError(
+                400,
+                f"'{where}.role' is {message.get('role')!r}: expected one of {', '.join(ROLES)}.",
+                param=f"{where}.role",
+                code="invalid_value",
+            )
+        content = message.get("content")
+        parts_ok = isinstance(content, list) and all(
+            isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            for p in content
+        )
+        if not (isinstance(content, str) or parts_ok or (content is None and message["role"] == "assistant")):
+            raise OpenAIError(
+                400,
+                f"'{where}.content' must be a string or a list of text parts.",
+                param=f"{where}.content",
+                code="invalid_type",
+            )
+
+
+# --- admission: key, deployment, budget, rate limit, replica -------------------------------------------
+
+
+@dataclass
+class Admission:
+    deployment: Deployment
+    key: DeploymentKey | None
+    replica: Replica
+
+
+def bearer(request) -> str:
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        raise OpenAIError(
+            401,
+            "You didn't provide an API key. Send it as 'Authorization: Bearer sk-anneal-…' "
+            "(create one on the deployment's page).",
+            code="missing_api_key",
+        )
+    return raw.strip()
+
+
+def authenticate(raw: str) -> DeploymentKey:
+    key = key_lookup(raw)
+    if key is None:
+        raise OpenAIError(401, f"Incorrect API key provided: {raw[:14]}…", code="invalid_api_key")
+    if not key.is_active:
+        raise OpenAIError(401, f"The API key {key.key_hint}… has been revoked.", code="invalid_api_key")
+    return key
+
+
+def find_deployment(key: DeploymentKey, model: str) -> Deployment:
+    deployment = deployments_for_key(key).select_related("team").filter(name=model).first()
+    if deployment is None:
+        raise OpenAIError(
+            404,
+            f"The model `{model}` does not exist or you do not have access to it.",
+            param="model",
+            code="model_not_found",
+        )
+    return deployment
+
+
+def admit(*, deployment: Deployment, key: DeploymentKey | None, limiter: str) -> Admission:
+    """Budget, then rate limit, then a ready replica. Sync: the async views call it in a thread."""
+    if deployment.state in (DeploymentState.PENDING, DeploymentState.STARTING):
+        raise OpenAIError(
+            503,
+            f"The deployment `{deployment.name}` is {deployment.state}: retry shortly.",
+            type="server_error",
+            code="model_not_ready",
+        )
+    if deployment.state != DeploymentState.READY:
+        raise OpenAIError(
+            404,
+            f"The deployment `{deployment.name}` is {deployment.state}: it serves no requests.",
+            param="model",
+            code="model_not_found",
+        )
+    cap = team_budget_cap(deployment.team_id)
+    if cap is not None:
+        spent = team_spend_month(deployment.team_id)
+        if spent >= cap:
+            raise OpenAIError(
+                429,
+                f"Team '{deployment.team.name}' has spent ${spent:.6f} this month, reaching its budget cap of "
+                f"${cap:.6f}: requests are refused until an owner raises the cap or the month ends.",
+                type="insufficient_quota",
+                code="insufficient_quota",
+                headers={"x-should-retry": "false"},
+            )
+    rpm = settings.DEPLOY_RATE_LIMIT_RPM[deployment.tier]
+    now = time.time()
+    window = f"v1-rpm:{limiter}:{int(now // 60)}"
+    cache.add(window, 0, timeout=90)
+    count = cache.incr(window)
+    if count > rpm:
+        retry = max(1, int(60 - now % 60))
+        raise OpenAIError(
+            429,
+            f"Rate limit reached: {rpm} requests per minute for the {deployment.tier} tier. Retry in {retry} s.",
+            type="requests",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": str(retry)},
+        )
+    replicas = ready_replicas(deployment)
+    if not replicas:
+        raise OpenAIError(
+            503,
+            f"No replica of `{deployment.name}` is ready: retry shortly.",
+            type="server_error",
+            code="no_ready_replica",
+        )
+    turn = next(_turn)
+    replica = min(
+        replicas, key=lambda r: (_in_flight.get(r.pk, 0), (replicas.index(r) - turn) % len(replicas))
+    )
+    return Admission(deployment=deployment, key=key, replica=replica)
+
+
+def _admit_with_key(raw: str, model: str) -> Admission:
+    key = authenticate(raw)
+    return admit(deployment=find_deployment(key, model), key=key, limiter=f"key-{key.key_hash[:24]}")
+
+
+# --- forwarding -----------------------------------------------------------------------------------------
+
+
+def _usage_of(payload: dict) -> tuple[int, int] | None:
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+
+
+async def forward(admission: Admission, body: dict, kind: str) -> HttpResponse:
+    path = "/v1/chat/completions" if kind == CHAT else "/v1/completions"
+    url = admission.replica.base_url + path
+    stream = bool(body.get("stream"))
+    if stream:
+        body = {**body, "stream_options": {**(body.get("stream_options") or {}), "include_usage": True}}
+    client = httpx.AsyncClient(timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
+    replica_id = admission.replica.pk
+    _in_flight[replica_id] = _in_flight.get(replica_id, 0) + 1
+    started = time.monotonic()
+    handed_over = False
+    try:
+        try:
+            upstream = await client.send(client.build_request("POST", url, json=body), stream=True)
+        except httpx.HTTPError as exc:
+            raise OpenAIError(
+                503,
+                f"The replica of `{admission.deployment.name}` did not answer ({type(exc).__name__}): retry.",
+                type="server_error",
+                code="replica_unavailable",
+            ) from None
+        if upstream.status_code != 200:
+            content = await upstream.aread()
+            await upstream.aclose()
+            return _relay_error(upstream.status_code, content)
+        if not stream:
+            content = await upstream.aread()
+            await upstream.aclose()
+            try:
+                payload = json.loads(content)
+            except json.JSONDecodeError:
+                raise OpenAIError(
+                    502, "The replica sent an unreadable answer.", type="server_error"
+                ) from None
+            tokens = _usage_of(payload) or (0, 0)
+            await _record(admission, kind, False, tokens, started)
+            return HttpResponse(content, content_type="application/json")
+        handed_over = True
+        return StreamingHttpResponse(
+            _relay_stream(admission, kind, upstream, client, started),
+            content_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    finally:
+        if not handed_over:
+            _in_flight[replica_id] -= 1
+            await client.aclose()
+
+
+async def _relay_stream(
+    admission: Admission, kind: str, upstream: httpx.Response, client: httpx.AsyncClient, started: float
+) -> AsyncIterator[bytes]:
+    tokens: tuple[int, int] | None = None
+    chunks = 0
+    buffer = b""
+    try:
+        async for raw in upstream.aiter_raw():
+            yield raw
+            buffer += raw
+            while b"\n\n" in buffer:
+                event, buffer = buffer.split(b"\n\n", 1)
+                for line in event.splitlines():
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        continue
+                    try:
+                        payload = json.loads(data)
+                    except json.JSONDecodeError:
+                        continue
+                    chunks += 1
+                    tokens = _usage_of(payload) or tokens
+    finally:
+        _in_flight[admission.replica.pk] -= 1
+        await upstream.aclose()
+        await client.aclose()
+        # A client that hung up before the usage chunk is billed for what it received: a chunk ~ a token.
+        await _record(admission, kind, True, tokens or (0, max(0, chunks - 1)), started)
+
+
+def _relay_error(status: int, content: bytes) -> JsonResponse:
+    try:
+        payload = json.loads(content)
+    except json.JSONDecodeError:
+        payload = None
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict) and 400 <= status < 500:
+        error = payload["error"]
+        return error_response(
+            status,
+            str(error.get("message") or "The request was refused."),
+            type=str(error.get("type") or "invalid_request_error"),
+            param=error.get("param"),
+            code=error.get("code"),
+        )
+    detail = content[:300].decode(errors="replace")
+    return error_response(502, f"The replica failed with status {status}: {detail}", type="server_error")
+
+
+async def _record(
+    admission: Admission, kind: str, stream: bool, tokens: tuple[int, int], started: float
+) -> None:
+    await sync_to_async(usage_record)(
+        deployment=admission.deployment,
+        key=admission.key,
+        tier=admission.replica.tier,
+        endpoint=kind,
+        stream=stream,
+        prompt_tokens=tokens[0],
+        completion_tokens=tokens[1],
+        latency_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+# --- views ---------------------------------------------------------------------------------------------
+
+
+async def _proxy(request, kind: str) -> HttpResponse:
+    if request.method != "POST":
+        return error_response(405, f"Use POST for /v1/{kind.replace('.', '/')}.", code="method_not_allowed")
+    try:
+        raw = bearer(request)
+        body = parse_body(request)
+        check_request(body, kind)
+        admission = await sync_to_async(_admit_with_key)(raw, body["model"])
+        return await forward(admission, body, kind)
+    except OpenAIError as exc:
+        return exc.response()
+    except Exception as exc:  # noqa: BLE001 - answered in OpenAI's shape, logged
+        return internal_error(exc)
+
+
+@csrf_exempt
+async def chat_completions(request) -> HttpResponse:
+    return await _proxy(request, CHAT)
+
+
+@csrf_exempt
+async def completions(request) -> HttpResponse:
+    return await _proxy(request, COMPLETIONS)
+
+
+def _model_object(deployment: Deployment) -> dict:
+    return {
+        "id": deployment.name,
+        "object": "model",
+        "created": int(deployment.created_at.timestamp()),
+        "owned_by": deployment.team.name,
+        "tier": deployment.tier,
+    }
+
+
+def _models(raw: str, model: str | None) -> dict:
+    key = authenticate(raw)
+    if model is not None:
+        return _model_object(find_deployment(key, model))
+    deployments = deployments_for_key(key).select_related("team").filter(state=DeploymentState.READY)
+    return {"object": "list", "data": [_model_object(d) for d in deployments.order_by("name")]}
+
+
+@csrf_exempt
+async def models(request, model: str | None = None) -> HttpResponse:
+    if request.method != "GET":
+        return error_response(405, "Use GET for /v1/models.", code="method_not_allowed")
+    try:
+        return JsonResponse(await sync_to_async(_models)(bearer(request), model))
+    except OpenAIError as exc:
+        return exc.response()
+    except Exception as exc:  # noqa: BLE001 - answered in OpenAI's shape, logged
+        return internal_error(exc)
+
+
+@csrf_exempt
+def not_found(request, rest: str = "") -> JsonResponse:
+    return error_response(
+        404,
+        f"Invalid URL ({request.method} {request.path}): this endpoint does not exist.",
+        code="unknown_url",
+    )

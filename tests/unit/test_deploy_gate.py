@@ -1,0 +1,97 @@
+"""The regression gate's evaluation on real models: the tiny model against itself passes; a checkpoint whose
+weights were scrambled is blocked, with the numbers for each set. And the beat reaper fails a replica whose
+worker went silent."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from anneal.deployments.gate import gate_decide
+from gpu_jobs.addition import addition_rows
+from gpu_jobs.tiny_model import ensure_tiny_model
+
+MODEL_STORE = Path(os.environ.get("ANNEAL_TEST_MODEL_STORE", "/tmp/anneal-test-models"))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = ensure_tiny_model(MODEL_STORE)
+    broken = tmp_path_factory.mktemp("broken")
+    model = AutoModelForCausalLM.from_pretrained(base)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn_like(parameter) * 0.02)
+    model.save_pretrained(broken)
+    AutoTokenizer.from_pretrained(base).save_pretrained(broken)
+    return {"base": str(base), "broken": str(broken)}
+
+
+def scores(models, candidate: str) -> list[dict]:
+    from workers.deploy_gate import evaluate_model
+
+    inputs = {
+        "held_out": [{**row, "domain": "sums"} for row in addition_rows(n=16, seed=3, split="test")],
+        "verifiers": [{"name": "exact", "spec": {"type": "exact_match"}, "weight": 1.0}],
+        "general": addition_rows(n=24, seed=7, split="test"),
+        "max_new_tokens": 4,
+    }
+    base = evaluate_model(models["base"], inputs, sandbox=None)
+    other = evaluate_model(models[candidate], inputs, sandbox=None)
+    return [
+        {"set": s, "domain": d, "base": base[(s, d)], "candidate": other[(s, d)], "rows": 0} for s, d in base
+    ]
+
+
+def test_the_base_model_against_itself_passes(models):
+    passed, rows = gate_decide(scores(models, "base"), max_drop=0.05)
+    assert passed and {(r["set"], r["domain"]) for r in rows} == {
+        ("held-out", "sums"),
+        ("held-out", "mean"),
+        ("general", "addition"),
+    }
+    assert all(r["drop"] == 0 for r in rows)
+    assert next(r for r in rows if r["set"] == "general")["base"] > 0.2  # the tiny model knows some sums
+
+
+def test_a_scrambled_checkpoint_is_blocked_with_its_numbers(models):
+    passed, rows = gate_decide(scores(models, "broken"), max_drop=0.05)
+    general = next(r for r in rows if r["set"] == "general")
+    assert not passed and general["blocked"] and general["candidate"] == 0
+    assert general["drop"] == pytest.approx(general["base"], abs=1e-6)
+
+
+@pytest.mark.django_db
+def test_the_reaper_fails_a_replica_whose_worker_went_silent(tmp_path, settings):
+    from django.contrib.auth.models import User
+    from django.utils import timezone
+
+    from anneal.accounts.models import Organisation
+    from anneal.accounts.services import team_create
+    from anneal.datasets.services import dataset_version_create_from_rows
+    from anneal.deployments.models import Deployment, Replica
+    from anneal.deployments.services import replicas_reap_stale
+    from anneal.training.models import Checkpoint, Job
+
+    settings.DATASET_DIR = tmp_path
+    owner = User.objects.create_user("owner")
+    team = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=owner)
+    version = dataset_version_create_from_rows(team=team, user=None, name="d", rows=[{"prompt": "1+1="}])
+    job = Job.objects.create(team=team, name="j", spec={}, dataset_version=version)
+    checkpoint = Checkpoint.objects.create(job=job, step=1, location=str(tmp_path))
+    deployment = Deployment.objects.create(team=team, checkpoint=checkpoint, name="d", state="ready")
+    silent = Replica.objects.create(
+        deployment=deployment,
+        tier="standard",
+        state="ready",
+        heartbeat_at=timezone.now() - timezone.timedelta(hours=1),
+    )
+    assert replicas_reap_stale(timeout_s=60) == 1
+    silent.refresh_from_db()
+    deployment.refresh_from_db()
+    assert silent.state == "failed" and "no heartbeat" in silent.error
+    assert deployment.state == "failed" and "no heartbeat" in deployment.error

@@ -1,0 +1,280 @@
+"""Deployments' worker side: the regression gate before a deployment starts, and one serving replica
+supervised per `serve` task, as workers/job_runner.py supervises a training child.
+
+A replica is `python -m gpu_jobs.serving ...` in its own process group on a free 127.0.0.1 port. The task
+waits for its /health, marks it ready, heart-beats while it runs, stops it (the whole group) when the replica
+is set to draining, and marks it failed with the reason (the log's tail) when it dies or never comes up.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from celery.worker import state as worker_state
+from django.conf import settings
+from django.db import close_old_connections
+
+from anneal.deployments.gate import gate_decide
+from anneal.deployments.models import Deployment, DeploymentState, Replica, ReplicaState
+from anneal.deployments.services import (
+    deployment_claim_prepare,
+    deployment_fail,
+    gate_record,
+    replica_claim,
+    replica_finish,
+    replica_handover,
+    replica_heartbeat,
+    replica_ready,
+    replica_started,
+    replicas_spawn,
+)
+
+POLL_S = 0.5
+HEARTBEAT_S = 5.0
+STOP_GRACE_S = 10.0
+GATE_TIMEOUT_S = 900
+ROOT = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+
+
+def serving_dir() -> Path:
+    path = settings.DATA_DIR / "serving"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _child_env() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)])}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+# The replica runs in its own session (so a stop kills its whole group), which also shields it from signals
+# sent to the worker's group: this prelude asks the kernel to kill it when the worker dies, however it dies.
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGKILL); "
+    "os.getppid() == 1 and sys.exit('the serving worker is gone'); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
+def serving_argv(
+    *, model_dir: str, tier: str, port: int, served_name: str, max_concurrency: int, backend: str = "cpu"
+) -> list[str]:
+    """The replica's command: the CPU server (gpu_jobs.serving) or, on GPU hosts, vLLM's OpenAI server."""
+    if backend == "vllm":
+        from gpu_jobs.serving.vllm import vllm_serve_argv
+
+        command = vllm_serve_argv(
+            model_dir,
+            tier=tier,
+            served_name=served_name,
+            port=port,
+            host=HOST,
+            max_concurrency=max_concurrency,
+        )
+    else:
+        command = [
+            sys.executable,
+            *("-m", "gpu_jobs.serving", "--model", model_dir, "--tier", tier, "--host", HOST),
+            *("--port", str(port), "--served-name", served_name, "--max-concurrency", str(max_concurrency)),
+        ]
+    if sys.platform != "linux":
+        return command
+    return [sys.executable, "-c", _DIE_WITH_PARENT, *command]
+
+
+# --- the regression gate --------------------------------------------------------------------------------
+
+
+def deployment_prepare(*, deployment_id: int) -> str:
+    """pending -> starting: run the regression gate (unless an owner overrode it), then start replicas."""
+    if not deployment_claim_prepare(deployment_id=deployment_id):
+        return "not claimed"
+    deployment = Deployment.objects.select_related("checkpoint__job", "team").get(pk=deployment_id)
+    if not deployment.gate_overridden:
+        try:
+            outcome = run_gate(deployment_id=deployment_id)
+        except GateError as exc:
+            deployment_fail(deployment_id=deployment_id, error=f"regression gate could not run: {exc}")
+            return DeploymentState.FAILED
+        close_old_connections()
+        passed, scores = gate_decide(outcome["scores"], max_drop=settings.DEPLOY_GATE_MAX_DROP)
+        gate_record(
+            deployment=deployment,
+            passed=passed,
+            max_drop=settings.DEPLOY_GATE_MAX_DROP,
+            scores=scores,
+            note=outcome.get("note", ""),
+        )
+        if not passed:
+            return DeploymentState.FAILED
+    deployment.refresh_from_db()
+    if deployment.state != DeploymentState.STARTING:  # stopped while the gate ran
+        return deployment.state
+    replicas_spawn(deployment=deployment, count=deployment.replicas, tier=deployment.tier)
+    return DeploymentState.STARTING
+
+
+class GateError(Exception):
+    pass
+
+
+def run_gate(*, deployment_id: int) -> dict:
+    """Evaluate in a child process (it loads two models; the worker stays small) and return its JSON."""
+    workdir = serving_dir() / f"gate-{deployment_id}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    out, log_path = workdir / "gate.json", workdir / "gate.log"
+    out.unlink(missing_ok=True)
+    with log_path.open("wb") as log:
+        try:
+            child = subprocess.run(
+                [sys.executable, "-m", "workers.deploy_gate", str(deployment_id), str(out)],
+                cwd=ROOT,
+                env=_child_env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=GATE_TIMEOUT_S,
+                start_new_session=True,
+            )
+        except subprocess.TimeoutExpired:
+            raise GateError(f"the evaluation took longer than {GATE_TIMEOUT_S} s") from None
+    if child.returncode != 0 or not out.exists():
+        tail = log_path.read_text(errors="replace")[-1500:]
+        raise GateError(f"the evaluation exited with status {child.returncode}: {tail}")
+    return json.loads(out.read_text())
+
+
+# --- one replica -----------------------------------------------------------------------------------------
+
+
+def replica_run_supervised(*, replica_id: int) -> str:
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    if not replica_claim(replica_id=replica_id, worker=worker):
+        return "not claimed"
+    replica = Replica.objects.select_related("deployment__checkpoint").get(pk=replica_id)
+    deployment = replica.deployment
+    log_path = serving_dir() / f"replica-{replica_id}.log"
+    port = free_port()
+    argv = serving_argv(
+        model_dir=deployment.checkpoint.location,
+        tier=replica.tier,
+        port=port,
+        served_name=deployment.name,
+        max_concurrency=deployment.max_concurrency,
+        backend=settings.DEPLOY_SERVING_BACKEND,
+    )
+    try:
+        with log_path.open("ab") as log:
+            child = subprocess.Popen(
+                argv, cwd=ROOT, env=_child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+    except OSError as exc:
+        replica_finish(replica_id=replica_id, error=f"the serving process could not start: {exc}")
+        return ReplicaState.FAILED
+    replica_started(replica_id=replica_id, host=HOST, port=port, pid=child.pid)
+    try:
+        return _supervise(replica_id=replica_id, child=child, port=port, log_path=log_path)
+    finally:
+        _stop_group(child)
+
+
+def _supervise(*, replica_id: int, child: subprocess.Popen, port: int, log_path: Path) -> str:
+    started = time.monotonic()
+    ready = False
+    last_beat = time.monotonic()
+    with httpx.Client(timeout=2.0) as http:
+        while True:
+            returncode = child.poll()
+            if returncode is not None:
+                replica_finish(replica_id=replica_id, error=_exit_reason(returncode, log_path, ready=ready))
+                return _state(replica_id)
+            close_old_connections()
+            if worker_state.should_stop or worker_state.should_terminate:  # the worker is shutting down
+                _stop_group(child)
+                replica_handover(replica_id=replica_id)
+                return _state(replica_id)
+            state = Replica.objects.filter(pk=replica_id).values_list("state", flat=True).first()
+            if state in (ReplicaState.DRAINING, None):
+                _stop_group(child)
+                replica_finish(replica_id=replica_id)
+                return _state(replica_id)
+            if not ready:
+                health = _health(http, port)
+                if health.get("status") == "failed":  # the model would not load: no point waiting
+                    _stop_group(child)
+                    replica_finish(
+                        replica_id=replica_id, error=f"the model did not load: {health.get('error', '')}"
+                    )
+                    return _state(replica_id)
+                if health.get("status") == "ok":
+                    ready = replica_ready(replica_id=replica_id)
+                    if not ready:  # drained while it was starting: the next turn stops it
+                        continue
+                elif time.monotonic() - started > settings.DEPLOY_REPLICA_START_TIMEOUT_S:
+                    _stop_group(child)
+                    tail = log_path.read_text(errors="replace")[-1500:]
+                    replica_finish(
+                        replica_id=replica_id,
+                        error=f"not healthy after {settings.DEPLOY_REPLICA_START_TIMEOUT_S} s "
+                        f"(ANNEAL_REPLICA_START_TIMEOUT_S); its log ends:\n{tail}",
+                    )
+                    return _state(replica_id)
+            if time.monotonic() - last_beat >= HEARTBEAT_S:
+                replica_heartbeat(replica_id=replica_id)
+                last_beat = time.monotonic()
+            time.sleep(POLL_S)
+
+
+def _health(http: httpx.Client, port: int) -> dict:
+    """The replica's /health body: status "ok" once it serves, "loading" before, "failed" if it cannot."""
+    try:
+        response = http.get(f"http://{HOST}:{port}/health")
+    except httpx.HTTPError:
+        return {"status": "down"}
+    if response.status_code == 200:  # vLLM answers 200 with an empty body
+        return {"status": "ok"}
+    try:
+        body = response.json()
+    except ValueError:
+        return {"status": "loading"}
+    return body if isinstance(body, dict) and body.get("status") == "failed" else {"status": "loading"}
+
+
+def _state(replica_id: int) -> str:
+    return Replica.objects.filter(pk=replica_id).values_list("state", flat=True).first() or "gone"
+
+
+def _exit_reason(returncode: int, log_path: Path, *, ready: bool) -> str:
+    tail = log_path.read_text(errors="replace")[-1500:] if log_path.exists() else ""
+    when = "while serving" if ready else "before it was healthy"
+    if returncode < 0:
+        return f"the serving process was killed by signal {signal.Signals(-returncode).name} {when}\n{tail}"
+    return f"the serving process exited with status {returncode} {when}\n{tail}".strip()
+
+
+def _stop_group(child: subprocess.Popen) -> None:
+    """SIGTERM the replica's process group, SIGKILL what is left after the grace period."""
+    try:
+        os.killpg(child.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        child.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    child.wait()
