@@ -2,7 +2,7 @@
 
 The job reports only through its two interfaces (``gpu_jobs.sink``): metrics, sampled rollouts, log lines
 and checkpoint locations go to the event sink; model folders go to the checkpoint store. It runs on the
-CPU (``use_cpu=True``); the GPU path (vLLM rollouts, bf16) is a later addition.
+CPU, or on a CUDA GPU with bf16, gradient checkpointing and vLLM rollouts (``gpu_jobs.device``).
 
 Rewards: each verifier of the config becomes one TRL reward function named after the verifier, so TRL logs
 ``rewards/<name>/mean`` and weighs the functions with the verifiers' weights. The dataset handed to TRL
@@ -14,8 +14,10 @@ and a list in the next) and turns missing keys into None.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import shutil
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -23,12 +25,18 @@ from typing import TYPE_CHECKING, Any
 
 from transformers import PrinterCallback, TrainerCallback
 
-from gpu_jobs.alarms import AlarmWatch
+from gpu_jobs.agent.training import agent_rollouts
+from gpu_jobs.alarms import AlarmWatch, ForgettingWatch
 from gpu_jobs.config import GRPOJobConfig
+from gpu_jobs.control import JobControl, NoControl, control_callback, latest_checkpoint
+from gpu_jobs.device import HostInfo, device_args
+from gpu_jobs.domains import DomainScorer, is_scored, row_domain
 from gpu_jobs.evaluation import evaluate
+from gpu_jobs.model_store import resolve_model
 from gpu_jobs.rewards import Scorer, ScoreResult, build_scorer
+from gpu_jobs.sampler import DomainWeights, group_signal, prepare_sampling
 from gpu_jobs.sink import CheckpointStore, EventSink
-from gpu_jobs.tiny_model import ensure_tiny_model
+from gpu_jobs.trainers import algorithm_classes, lora_config, save_model
 
 if TYPE_CHECKING:
     from sandboxes.client import SandboxClient
@@ -44,6 +52,8 @@ def main(
     sink: EventSink,
     checkpoints: CheckpointStore,
     sandbox: SandboxClient | None = None,
+    control: JobControl | None = None,
+    resume: bool = False,
 ) -> dict:
     """Run GRPO as ``config`` says and return ``{"steps", "reward", "checkpoint", "model_dir", "train_seconds"}``.
 
@@ -53,20 +63,29 @@ def main(
     """
     from datasets import Dataset
     from transformers import AutoTokenizer, set_seed
-    from trl import GRPOConfig, GRPOTrainer
 
     set_seed(config.seed)
-    model_dir = ensure_tiny_model(Path(config.model_store)) if config.model == "tiny" else Path(config.model)
+    # The web side checked the name against the store and the hub setting at launch.
+    model_dir = resolve_model(config.model, store=Path(config.model_store), allow_hub=True)
+    trainer_config, trainer_class, algorithm_args = algorithm_classes(config)
     recorder = RolloutRecorder(config=config, sink=sink)
+    # Each verifier scores only the rows of its domains (every row when it names none).
     scorers = {
-        verifier["name"]: build_scorer(verifier["spec"], sandbox=sandbox) for verifier in config.verifiers
+        verifier["name"]: DomainScorer(
+            build_scorer(verifier["spec"], sandbox=sandbox), verifier.get("domains")
+        )
+        for verifier in config.verifiers
     }
     reward_funcs = [recorder.reward_function(name=name, scorer=scorer) for name, scorer in scorers.items()]
     dataset = Dataset.from_dict(
         {"prompt": [row["prompt"] for row in config.rows], ROW_INDEX_COLUMN: list(range(len(config.rows)))}
     )
+    # Jobs with an environment run multi-turn episodes through TRL's rollout_func (gpu_jobs.agent.training).
+    agent = agent_rollouts(config, sink=sink, step_metrics=recorder.step_metrics)
+    if agent is not None:
+        reward_funcs, dataset = agent.reward_funcs, agent.dataset()
     output_dir = Path(config.output_dir)
-    args = GRPOConfig(
+    args = trainer_config(
         output_dir=str(output_dir / "trainer"),
         max_steps=config.max_steps,
         per_device_train_batch_size=config.prompts_per_step * config.num_generations,
@@ -74,19 +93,24 @@ def main(
         max_completion_length=config.max_completion_length,
         temperature=config.temperature,
         learning_rate=config.learning_rate,
-        lr_scheduler_type="constant",
+        lr_scheduler_type=config.lr_scheduler_type,
+        warmup_steps=config.warmup_steps,
         beta=config.beta,
-        loss_type=config.loss_type,
-        reward_weights=[float(verifier["weight"]) for verifier in config.verifiers],
+        **algorithm_args,
+        reward_weights=agent.reward_weights
+        if agent is not None
+        else [float(verifier["weight"]) for verifier in config.verifiers],
         seed=config.seed,
         data_seed=config.seed,
         logging_steps=1,
-        # Checkpoints are written by ReportingCallback, which hands them to the checkpoint store.
-        save_strategy="no",
-        use_cpu=True,
-        bf16=False,
-        # TRL turns it on by default; on a small model it only costs time.
-        activation_checkpointing=False,
+        # Model checkpoints for the store are written by ReportingCallback. The trainer's own checkpoints
+        # (optimiser, scheduler, RNG and trainer state, only the newest kept) are what a killed or paused job
+        # resumes from (gpu_jobs.control); ControlCallback also asks for one when the job must pause or stop.
+        save_strategy="steps" if config.save_steps > 0 else "no",
+        save_steps=config.save_steps if config.save_steps > 0 else 500,
+        save_total_limit=1,
+        # CPU: float32, no checkpointing; CUDA: bf16, gradient checkpointing, vLLM colocate (gpu_jobs.device).
+        **device_args(device=config.device, use_vllm=config.use_vllm, host=HostInfo.detect()),
         report_to="none",
         disable_tqdm=True,
         dataloader_num_workers=0,
@@ -99,77 +123,125 @@ def main(
         scorers=scorers,
         step_metrics=recorder.step_metrics,
     )
-    trainer = GRPOTrainer(
+    stopper = control_callback(control or NoControl())
+    trainer = trainer_class(
         model=str(model_dir),
+        peft_config=lora_config(config),
         reward_funcs=reward_funcs,
         args=args,
         train_dataset=dataset,
         processing_class=AutoTokenizer.from_pretrained(model_dir),
-        callbacks=[reporter],
+        callbacks=[reporter, stopper],
+        **({"rollout_func": agent.rollout_func} if agent is not None else {}),
     )
     # The sink is the job's record; the printer would only repeat each log line on stdout.
     trainer.remove_callback(PrinterCallback)
+    # Multi-domain jobs draw prompts by domain weight (and profiled ones in an easy-to-hard order).
+    recorder.domain_weights = prepare_sampling(trainer, config=config, scorers=scorers, sink=sink)
     started = time.perf_counter()
-    trainer.train()
+    # resume: go on from the newest complete trainer checkpoint a stopped or killed run left (gpu_jobs.control).
+    found = latest_checkpoint(Path(args.output_dir)) if resume else None
+    trainer.train(resume_from_checkpoint=str(found[0]) if found else None)
     return {
         "steps": trainer.state.global_step,
         "reward": reporter.last_reward,
         "checkpoint": reporter.last_location,
         "model_dir": str(model_dir),
         "train_seconds": round(time.perf_counter() - started, 3),
+        # "pause" or "stop" when the control ended training early (after a checkpoint), else None.
+        "stopped_for": stopper.stopped_for,
     }
 
 
 class RolloutRecorder:
     """Makes the reward functions and reports a few scored rollouts per step.
 
-    TRL calls the reward functions one after another on the same batch; the scores of each are held until
-    the last one has run, then the sampled rollouts are emitted with the weighted total and every part.
+    Every verifier scores the step's batch (each distinct row and completion once, see ``score_distinct``);
+    with ``concurrent`` the reward functions are async and TRL runs them all at once. The scores of each are
+    held until the last one has finished, then the sampled rollouts are emitted with the weighted total and
+    every part.
     """
 
-    def __init__(self, *, config: GRPOJobConfig, sink: EventSink) -> None:
+    def __init__(
+        self, *, config: GRPOJobConfig, sink: EventSink, concurrent: bool = True, distinct: bool = True
+    ) -> None:
         self.rows = config.rows
         self.weights = {verifier["name"]: float(verifier["weight"]) for verifier in config.verifiers}
-        self.last_name = config.verifiers[-1]["name"]
+        # Async reward functions (all verifiers of a step at once) when True, TRL's one-by-one calls if not.
+        self.concurrent = concurrent
+        # Score each distinct (row, completion) once (score_distinct) when True, every completion if not.
+        self.distinct = distinct
+        # Guards pending and step_metrics: concurrent reward functions finish on worker threads.
+        self.lock = threading.Lock()
         self.per_step = config.rollouts_per_step
         self.sink = sink
         self.pending: dict[str, list[ScoreResult]] = {}
+        self.group_size = config.num_generations
+        # Set by main when the domain sampler is in use: told which domains' groups gave a learning signal.
+        self.domain_weights: DomainWeights | None = None
         self.emitted: dict[int, int] = defaultdict(int)
         # Metrics TRL does not compute, per step, merged into that step's metric event by the callback.
         self.step_metrics: dict[int, dict[str, float]] = defaultdict(dict)
 
     def reward_function(self, *, name: str, scorer: Scorer) -> Any:
-        def reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+        def score(prompts: list, completions: list, kwargs: dict) -> list[float]:
             rows = [self.rows[index] for index in kwargs[ROW_INDEX_COLUMN]]
             texts = [_text(completion) for completion in completions]
             # TRL's global_step counts finished steps; the metrics of this step will carry global_step + 1.
             step = kwargs["trainer_state"].global_step + 1
             started = time.perf_counter()
-            results = scorer.score_batch(rows, texts)
-            self.step_metrics[step][f"verify_time/{name}"] = time.perf_counter() - started
-            self.pending[name] = results
-            if name == self.last_name:
-                self.step_metrics[step].update(self._pass_rates(rows))
-                self._emit(
-                    step=step, rows=rows, indices=kwargs[ROW_INDEX_COLUMN], prompts=prompts, texts=texts
-                )
+            if self.distinct:
+                results, distinct = score_distinct(scorer, rows, kwargs[ROW_INDEX_COLUMN], texts)
+            else:
+                results, distinct = scorer.score_batch(rows, texts), len(texts)
+            with self.lock:
+                self.step_metrics[step][f"verify_time/{name}"] = time.perf_counter() - started
+                self.step_metrics[step][f"verify_distinct/{name}"] = float(distinct)
+                self.pending[name] = results
+                # Whichever verifier finishes last reports the step (in concurrent mode any may be last).
+                if len(self.pending) == len(self.weights):
+                    self._report(step=step, rows=rows, kwargs=kwargs, prompts=prompts, texts=texts)
             return [result.score for result in results]
+
+        if self.concurrent:
+            # TRL awaits all async reward functions at once (asyncio.gather on its event-loop thread): every
+            # verifier's batch, sandbox runs included, is in flight at the same time instead of one by one.
+            async def reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+                return await asyncio.to_thread(score, prompts, completions, kwargs)
+        else:
+
+            def reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+                return score(prompts, completions, kwargs)
 
         # TRL names a reward function's metrics after __name__.
         reward.__name__ = name
         reward.__qualname__ = name
         return reward
 
+    def _report(self, *, step: int, rows: list[dict], kwargs: dict, prompts: list, texts: list[str]) -> None:
+        """Step metrics and rollouts, once every verifier has scored the step's batch."""
+        self.step_metrics[step].update(self._pass_rates(rows))
+        if self.domain_weights is not None:
+            self.domain_weights.observe(
+                group_signal([row_domain(r) for r in rows], self._passed(rows), self.group_size)
+            )
+            self.step_metrics[step].update(self.domain_weights.metrics())
+        self._emit(step=step, rows=rows, indices=kwargs[ROW_INDEX_COLUMN], prompts=prompts, texts=texts)
+
     def _pass_rates(self, rows: list[dict]) -> dict[str, float]:
         """Share of completions that every weighted verifier passed (scored 1), and the mean normalised
         reward, overall and per domain (a row's "domain" column)."""
         weighted = {name: results for name, results in self.pending.items() if self.weights[name] > 0}
-        total_weight = sum(self.weights[name] for name in weighted) or 1.0
         groups: dict[str, list[tuple[bool, float]]] = defaultdict(list)
+        passed_rows = self._passed(rows)
         for index, row in enumerate(rows):
-            passed = all(results[index].score >= 1.0 for results in weighted.values())
-            reward = sum(self.weights[name] * results[index].score for name, results in weighted.items())
-            outcome = (passed, reward / total_weight)
+            # Only the verifiers routed to the row's domain scored it (the others left it unscored).
+            scored = {
+                name: results[index].score for name, results in weighted.items() if is_scored(results[index])
+            }
+            total_weight = sum(self.weights[name] for name in scored) or 1.0
+            reward = sum(self.weights[name] * score for name, score in scored.items())
+            outcome = (passed_rows[index], reward / total_weight)
             groups["all"].append(outcome)
             if row.get("domain"):
                 groups[str(row["domain"])].append(outcome)
@@ -180,6 +252,14 @@ class RolloutRecorder:
             if suffix:
                 metrics[f"reward{suffix}"] = sum(reward for _, reward in outcomes) / len(outcomes)
         return metrics
+
+    def _passed(self, rows: list[dict]) -> list[bool]:
+        """Per completion: every weighted verifier that scored it gave full marks."""
+        weighted = [results for name, results in self.pending.items() if self.weights[name] > 0]
+        return [
+            all(results[index].score >= 1.0 for results in weighted if is_scored(results[index]))
+            for index in range(len(rows))
+        ]
 
     def _emit(
         self, *, step: int, rows: list[dict], indices: list[int], prompts: list, texts: list[str]
@@ -192,7 +272,9 @@ class RolloutRecorder:
         rollouts = []
         # Evenly spaced picks: completions come grouped by prompt, so this spreads them over prompts.
         for index in (i * len(texts) // wanted for i in range(wanted)):
-            parts = {name: results[index].score for name, results in pending.items()}
+            parts = {
+                name: results[index].score for name, results in pending.items() if is_scored(results[index])
+            }
             reasons = [
                 f"{name}: {results[index].reason}"
                 for name, results in pending.items()
@@ -250,6 +332,10 @@ class ReportingCallback(TrainerCallback):
         self.last_location: str | None = None
         self.last_saved_step: int | None = None
         self.alarms = AlarmWatch(weights={v["name"]: float(v["weight"]) for v in config.verifiers})
+        # The first evaluation (the base model) is what later ones are compared with, per domain.
+        self.forgetting = ForgettingWatch(
+            margin=config.forgetting_margin, state_file=Path(config.output_dir) / "eval_base.json"
+        )
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         c = self.config
@@ -261,7 +347,10 @@ class ReportingCallback(TrainerCallback):
                 + ", ".join(f"{v['name']} (weight {v['weight']})" for v in c.verifiers)
             },
         )
-        self._evaluate(step=state.global_step, model=kwargs["model"], tokenizer=kwargs["processing_class"])
+        if state.global_step == 0:  # a resumed run evaluated this step before it stopped
+            self._evaluate(
+                step=state.global_step, model=kwargs["model"], tokenizer=kwargs["processing_class"]
+            )
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         logs = logs or {}
@@ -311,11 +400,13 @@ class ReportingCallback(TrainerCallback):
         model.train(was_training)
         self.last_eval_step = step
         self.sink.emit("metric", {"step": step, **scores})
+        for alarm in self.forgetting.observe(step, scores):
+            self.sink.emit("alarm", alarm.to_payload())
 
     def _save(self, *, step: int, model: Any, tokenizer: Any) -> None:
         local_dir = self.save_root / f"step-{step}"
         shutil.rmtree(local_dir, ignore_errors=True)
-        model.save_pretrained(local_dir)
+        save_model(model, local_dir)  # LoRA adapters merged: every checkpoint is a plain model folder
         tokenizer.save_pretrained(local_dir)
         location = self.checkpoints.save(step=step, local_dir=local_dir)
         # The store keeps its own copy; the local one would only fill the disk on long runs.
@@ -323,6 +414,26 @@ class ReportingCallback(TrainerCallback):
         self.last_saved_step = step
         self.last_location = location
         self.sink.emit("checkpoint", {"step": step, "location": location})
+
+
+def score_distinct(
+    scorer: Scorer, rows: list[dict], row_keys: list[int], texts: list[str]
+) -> tuple[list[ScoreResult], int]:
+    """Scores of ``texts`` against ``rows`` and how many were run: each distinct (row key, completion) pair
+    is scored once and its result shared by its copies.
+
+    A group's completions often repeat (a model that knows an answer gives it 8 times out of 8), so this
+    cuts sandbox runs several-fold. Verifiers are meant to be deterministic; one that is not (a judge
+    sampling) gives copies the same score, which also keeps identical answers from getting different
+    advantages.
+    """
+    first: dict[tuple[int, str], int] = {}
+    for index, key in enumerate(zip(row_keys, texts, strict=True)):
+        first.setdefault(key, index)
+    picked = list(first.values())
+    results = scorer.score_batch([rows[i] for i in picked], [texts[i] for i in picked])
+    by_key = dict(zip(first, results, strict=True))
+    return [by_key[key] for key in zip(row_keys, texts, strict=True)], len(picked)
 
 
 def metric_payload(*, step: int, logs: dict) -> dict:

@@ -49,6 +49,7 @@ def processes(*, port: int) -> dict[str, list[str]]:
             *"-A workers.celery_app worker -Q gpu -n gpu@%h -c 1 --prefetch-multiplier 1".split(),
         ],
         "sandbox": [celery, *"-A workers.celery_app worker -Q sandbox -n sandbox@%h -c 2".split()],
+        "serve": [celery, *"-A workers.celery_app worker -Q serve -n serve@%h -P threads -c 8".split()],
         "beat": [celery, "-A", "workers.celery_app", "beat", "-s", str(VAR / "celerybeat-schedule")],
     }
 

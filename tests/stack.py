@@ -95,6 +95,10 @@ class Stack:
             [*celery, "-Q", "gpu", "-n", f"gpu-{self.port}@%h", "-c", "1", "--prefetch-multiplier", "1"],
         )
         self._spawn("sandbox", [*celery, "-Q", "sandbox", "-n", f"sandbox-{self.port}@%h", "-c", "2"])
+        # Long-lived replica supervisors (deployments): threads, since each only waits on its serving process.
+        self._spawn(
+            "serve", [*celery, "-Q", "serve", "-n", f"serve-{self.port}@%h", "-P", "threads", "-c", "8"]
+        )
         self.wait_healthy()
 
     def wait_healthy(self, timeout_s: float = 120) -> dict:

@@ -1,5 +1,6 @@
 """The training child process: `python -m workers.job_child JOB_ID`. Loads the job and runs gpu_jobs.grpo."""
 
+import json
 import sys
 import traceback
 
@@ -16,22 +17,30 @@ from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.grpo import main as grpo_main
 from sandboxes.client import SandboxClient
 from workers.job_runner import job_workdir
-from workers.sink import DjangoCheckpointStore, DjangoEventSink
+from workers.sink import DjangoCheckpointStore, DjangoEventSink, DjangoJobControl
 
 
 def run(job_id: int) -> None:
     job = Job.objects.select_related("dataset_version").get(pk=job_id)
+    # The domains each verifier scores were frozen in the spec at launch (none: every domain).
+    routes = {v["name"]: v["domains"] for v in job.spec.get("verifiers", []) if v.get("domains")}
     verifiers = [
-        {"name": jv.name, "spec": jv.verifier_version.spec, "weight": jv.weight}
+        {
+            "name": jv.name,
+            "spec": jv.verifier_version.spec,
+            "weight": jv.weight,
+            **({"domains": routes[jv.name]} if jv.name in routes else {}),
+        }
         for jv in job.job_verifiers.select_related("verifier_version").order_by("id")
     ]
     config = GRPOJobConfig(
         **{name: job.spec[name] for name in HYPER_FIELDS if name in job.spec},
         model_store=str(settings.MODEL_STORE),
         output_dir=str(job_workdir(job_id) / "trainer"),
-        rows=read_rows(job.dataset_version.rows_path),
+        rows=_train_rows(job),
         eval_rows=_eval_rows(job),
         verifiers=verifiers,
+        domain_weights=job.spec.get("domain_weights") or {},
     )
     sandbox = SandboxClient(
         mode=settings.SANDBOX_EXECUTION,
@@ -42,8 +51,24 @@ def run(job_id: int) -> None:
         max_batch=settings.SANDBOX_TEAM_QUOTA,  # a step's checks go out in parts that fit the quota
     )
     sink = DjangoEventSink(job_id=job_id)
-    summary = grpo_main(config, sink=sink, checkpoints=DjangoCheckpointStore(job=job), sandbox=sandbox)
+    summary = grpo_main(
+        config,
+        sink=sink,
+        checkpoints=DjangoCheckpointStore(job=job),
+        sandbox=sandbox,
+        control=DjangoJobControl(job_id=job_id),
+        resume=True,  # a requeued or resumed job goes on from its latest trainer checkpoint
+    )
+    # Read by the worker: whether training ended early because the job was asked to pause or stop.
+    (job_workdir(job_id) / "outcome.json").write_text(json.dumps({"stopped_for": summary.get("stopped_for")}))
     sink.emit("log", {"message": f"training finished: {summary}"})
+
+
+def _train_rows(job: Job) -> list[dict]:
+    """The rows of every dataset version the job mixes, in the order they were chosen."""
+    uses = list(job.job_datasets.select_related("dataset_version").order_by("position"))
+    versions = [use.dataset_version for use in uses] or [job.dataset_version]
+    return [row for version in versions for row in read_rows(version.rows_path)]
 
 
 def _eval_rows(job: Job) -> list[dict]:

@@ -1,30 +1,136 @@
 """The platform's side of the engine interfaces: events go to the database and the job's group."""
 
 import functools
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 
 from anneal.training.events import job_events_record
-from anneal.training.models import Checkpoint, Job
+from anneal.training.lifecycle import alarms_that_pause, control_action, job_request
+from anneal.training.models import Checkpoint, EventKind, Job
+from gpu_jobs.control import JobAbandoned
+
+
+def _attempt_of(job_id: int) -> int:
+    # The worker passes the attempt it claimed; a process started by hand writes as the job's current one.
+    value = os.environ.get("ANNEAL_JOB_ATTEMPT")
+    return int(value) if value else Job.objects.values_list("attempt", flat=True).get(pk=job_id)
 
 
 class DjangoEventSink:
-    def __init__(self, *, job_id: int) -> None:
+    """Writes one attempt's events (anneal.training.lifecycle explains attempts).
+
+    - Fencing: each write first locks the job row and checks it still carries this attempt; if not (the job
+      was requeued while this process still ran), it raises JobAbandoned and writes nothing.
+    - A resumed attempt runs again the steps after its checkpoint that an earlier attempt already reported:
+      their metric events, rollouts and evaluations are dropped, so each step is reported once.
+    - Verification time (``verify_time/*`` metrics) adds up into the job's sandbox time, which is billed.
+    - An alarm the job is set to pause on (spec ``pause_on_alarms``) asks the job to pause.
+    """
+
+    def __init__(self, *, job_id: int, attempt: int | None = None) -> None:
         self.job_id = job_id
+        self.attempt = _attempt_of(job_id) if attempt is None else attempt
+        job = Job.objects.get(pk=job_id)
+        self.pause_on = alarms_that_pause(job.spec)
+        # The last step reported by an earlier attempt (-1: none yet, so step-0 metrics such as a profile pass).
+        reported = job.events.filter(kind=EventKind.METRIC).exists()
+        self.metric_until = self.resumed_until = job.step if reported else -1
+        rollout = (
+            job.events.filter(kind=EventKind.ROLLOUT)
+            .order_by("-seq")
+            .values_list("payload", flat=True)
+            .first()
+        )
+        self.rollout_until = rollout.get("step", 0) if rollout else 0
+        self.checkpoint_steps = set(
+            job.events.filter(kind=EventKind.CHECKPOINT).values_list("payload__step", flat=True)
+        )
+        self.eval_steps = set(
+            job.events.filter(kind=EventKind.METRIC, payload__has_key="eval/mean").values_list(
+                "payload__step", flat=True
+            )
+        )
 
     def emit(self, kind: str, payload: dict) -> None:
         self.emit_many([(kind, payload)])
 
+    def _fresh(self, kind: str, payload: dict) -> bool:
+        step = payload.get("step")
+        if not isinstance(step, int):
+            return True
+        if kind == "rollout":
+            return step > self.rollout_until
+        if kind == "metric" and any(key.startswith("eval/") for key in payload):
+            return step not in self.eval_steps
+        if kind == "metric":
+            return step > self.metric_until
+        if kind == "alarm":  # raised again by the re-run of a step an earlier attempt reported
+            return step > self.resumed_until
+        if kind == "checkpoint":
+            return step not in self.checkpoint_steps
+        return True
+
     def emit_many(self, events: list[tuple[str, dict]]) -> None:
+        events = [(kind, payload) for kind, payload in events if self._fresh(kind, payload)]
+        if not events:
+            return
         with transaction.atomic():
+            if not Job.objects.select_for_update().filter(pk=self.job_id, attempt=self.attempt).exists():
+                raise JobAbandoned(f"job {self.job_id} has moved past attempt {self.attempt}")
+            updates: dict = {}
             steps = [p["step"] for kind, p in events if kind == "metric" and isinstance(p.get("step"), int)]
             if steps:
-                Job.objects.filter(pk=self.job_id).update(step=max(steps))
+                updates["step"] = max(steps)
+            verify = sum(
+                float(value)
+                for kind, p in events
+                if kind == "metric"
+                for key, value in p.items()
+                if key.startswith("verify_time/") and isinstance(value, int | float)
+            )
+            if verify:
+                updates["sandbox_seconds"] = F("sandbox_seconds") + verify
+            if updates:
+                Job.objects.filter(pk=self.job_id).update(**updates)
             job_events_record(job_id=self.job_id, events=events)
+            for kind, p in events:
+                if kind == "alarm" and (p.get("name") in self.pause_on or "all" in self.pause_on):
+                    job_request(
+                        job_id=self.job_id,
+                        action="pause",
+                        reason=f"alarm {p.get('name')} at step {p.get('step')}: {p.get('message', '')}",
+                    )
+        for kind, p in events:
+            step = p.get("step")
+            if kind == "metric" and isinstance(step, int):
+                if any(key.startswith("eval/") for key in p):
+                    self.eval_steps.add(step)
+                self.metric_until = max(self.metric_until, step)
+            elif kind == "rollout" and isinstance(step, int):
+                self.rollout_until = max(self.rollout_until, step)
+            elif kind == "checkpoint" and isinstance(step, int):
+                self.checkpoint_steps.add(step)
+
+
+class DjangoJobControl:
+    """gpu_jobs.control.JobControl on the job's row: pause/stop as the worker asked, "abandon" when the job
+    moved to another attempt or when the worker that started this process is gone."""
+
+    def __init__(self, *, job_id: int, attempt: int | None = None) -> None:
+        self.job_id = job_id
+        self.attempt = _attempt_of(job_id) if attempt is None else attempt
+        self.parent = os.getppid()
+
+    def requested(self) -> str | None:
+        if os.getppid() != self.parent:
+            return "abandon"
+        return control_action(job_id=self.job_id, attempt=self.attempt)
 
 
 @functools.cache

@@ -4,8 +4,10 @@ from django.conf import settings
 
 from anneal.datasets.services import dataset_upload_ingest
 from anneal.training.housekeeping import jobs_reap_stale, rollouts_prune
+from anneal.training.lifecycle import jobs_dispatch
 from sandboxes.service import run_batch
 from workers.celery_app import app
+from workers.deploy import deployment_prepare, replica_run_supervised
 from workers.job_runner import job_run_supervised
 
 
@@ -47,6 +49,38 @@ def reap_stale_jobs() -> int:
     return jobs_reap_stale(timeout_s=settings.JOB_HEARTBEAT_TIMEOUT_S)
 
 
+@app.task(name="housekeeping.dispatch_jobs")
+def dispatch_jobs() -> list[int]:
+    # Launches, resumes and attempt ends dispatch at once; this catches what they could not (a lost message).
+    return jobs_dispatch()
+
+
 @app.task(name="housekeeping.prune_rollouts")
 def prune_rollouts() -> int:
     return rollouts_prune(older_than_days=settings.ROLLOUT_RETENTION_DAYS)
+
+
+@app.task(name="deployments.prepare", acks_late=True)
+def deployment_prepare_task(deployment_id: int) -> str:
+    return deployment_prepare(deployment_id=deployment_id)
+
+
+# Long-lived: the task lives as long as its replica. Acked on receipt, so the broker never re-delivers it
+# while it runs; a worker that dies with it is caught by the heartbeat reaper below.
+@app.task(name="serve.replica", acks_late=False)
+def replica_serve_task(replica_id: int) -> str:
+    return replica_run_supervised(replica_id=replica_id)
+
+
+@app.task(name="deployments.run_batch", acks_late=True)
+def batch_run_task(batch_id: int) -> str:
+    from anneal.deployments.batches import batch_run
+
+    return batch_run(batch_id=batch_id)
+
+
+@app.task(name="deployments.reap_stale_replicas")
+def reap_stale_replicas() -> int:
+    from anneal.deployments.services import replicas_reap_stale
+
+    return replicas_reap_stale(timeout_s=settings.DEPLOY_REPLICA_HEARTBEAT_TIMEOUT_S)

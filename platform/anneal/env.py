@@ -6,6 +6,7 @@ named by ``NAME_FILE`` (Docker and Kubernetes secrets).
 """
 
 import os
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -88,3 +89,38 @@ def env_url(name: str, default: str, *, schemes: tuple[str, ...]) -> str:
 
 def env_path(name: str, default: Path) -> Path:
     return Path(env_str(name, str(default))).expanduser().resolve()
+
+
+def env_decimal(
+    name: str, default: str, *, minimum: str | None = None, maximum: str | None = None
+) -> Decimal:
+    """A decimal number such as a price ("0.20"); exact, so money never picks up float rounding."""
+    value = env_str(name, default)
+    try:
+        number = Decimal(value.strip())
+    except InvalidOperation:
+        raise ImproperlyConfigured(f"{name}={value!r}: expected a decimal number such as 0.25") from None
+    if not number.is_finite() or (
+        minimum is not None and number < Decimal(minimum) or maximum is not None and number > Decimal(maximum)
+    ):
+        raise ImproperlyConfigured(f"{name}={value!r}: expected a number between {minimum} and {maximum}")
+    return number
+
+
+def env_price_map(name: str, default: str) -> dict[str, Decimal]:
+    """``key=price`` pairs separated by commas ("cpu=0.10,h100=3.50"): a price per hour per device type."""
+    prices: dict[str, Decimal] = {}
+    for item in env_list(name, default):
+        key, sep, price = item.partition("=")
+        try:
+            number = Decimal(price.strip()) if sep else None
+        except InvalidOperation:
+            number = None
+        if not key.strip() or number is None or not number.is_finite() or number < 0:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not a type=price pair with a price >= 0, e.g. cpu=0.10,h100=3.50"
+            )
+        prices[key.strip().lower()] = number
+    if not prices:
+        raise ImproperlyConfigured(f"{name} is empty: give at least one type=price pair, e.g. cpu=0.10")
+    return prices

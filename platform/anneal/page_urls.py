@@ -6,6 +6,7 @@ from django.urls import path
 
 from anneal.accounts import views as accounts
 from anneal.datasets import views as datasets
+from anneal.deployments import views as deployments
 from anneal.sandboxes_view import sandbox_fleet
 from anneal.training import views as training
 from anneal.verifiers import views as verifiers
@@ -36,9 +37,29 @@ urlpatterns = [
     path("verifiers/<int:pk>/delete/", verifiers.verifier_delete_page, name="verifier-delete"),
     path("sandboxes/", sandbox_fleet, name="sandbox-fleet"),
     path("jobs/", training.job_list, name="job-list"),
+    path("jobs/queue/", training.job_queue, name="job-queue"),
     path("dashboards/", training.dashboards, name="dashboards"),
     path("jobs/new/", training.job_new, name="job-new"),
     path("jobs/<int:pk>/", training.job_detail, name="job-detail"),
     path("jobs/<int:pk>/cancel/", training.job_cancel_view, name="job-cancel"),
+    path("jobs/<int:pk>/pause/", training.job_pause_view, name="job-pause"),
+    path("jobs/<int:pk>/resume/", training.job_resume_view, name="job-resume"),
     path("jobs/<int:pk>/retry/", training.job_retry_view, name="job-retry"),
+    path("deployments/", deployments.deployment_list, name="deployment-list"),
+    path("deployments/new/", deployments.deployment_new, name="deployment-new"),
+    path("deployments/budget/", deployments.team_budget_view, name="deployment-budget"),
+    path("deployments/<int:pk>/", deployments.deployment_detail, name="deployment-detail"),
+    path("deployments/<int:pk>/stop/", deployments.deployment_stop_view, name="deployment-stop"),
+    path("deployments/<int:pk>/tier/", deployments.deployment_tier_view, name="deployment-tier"),
+    path("deployments/<int:pk>/override/", deployments.deployment_override_view, name="deployment-override"),
+    path("deployments/<int:pk>/keys/", deployments.deployment_key_create_view, name="deployment-key-create"),
+    path(
+        "deployments/keys/<int:pk>/revoke/",
+        deployments.deployment_key_revoke_view,
+        name="deployment-key-revoke",
+    ),
+    path("deployments/<int:pk>/playground/", deployments.playground, name="deployment-playground"),
+    path(
+        "deployments/<int:pk>/playground/chat", deployments.playground_chat, name="deployment-playground-chat"
+    ),
 ]

@@ -7,7 +7,17 @@ import dj_database_url
 import plotly
 from django.core.exceptions import ImproperlyConfigured
 
-from anneal.env import env_bool, env_choice, env_int, env_list, env_path, env_str, env_url
+from anneal.env import (
+    env_bool,
+    env_choice,
+    env_decimal,
+    env_int,
+    env_list,
+    env_path,
+    env_price_map,
+    env_str,
+    env_url,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FRONTEND_DIR = REPO_ROOT / "frontend"
@@ -22,6 +32,8 @@ DATA_DIR = env_path("ANNEAL_DATA_DIR", REPO_ROOT / "var")
 UPLOAD_DIR = env_path("ANNEAL_UPLOAD_DIR", DATA_DIR / "uploads")
 DATASET_DIR = env_path("ANNEAL_DATASET_DIR", DATA_DIR / "datasets")
 MODEL_STORE = env_path("ANNEAL_MODEL_STORE", DATA_DIR / "models")
+# Whether jobs may name a hub model id (org/name): only on hosts that can reach a model hub.
+MODEL_ALLOW_HUB = env_bool("ANNEAL_ALLOW_HUB", False)
 CHECKPOINT_DIR = env_path("ANNEAL_CHECKPOINT_DIR", DATA_DIR / "checkpoints")
 UPLOAD_MAX_BYTES = env_int("ANNEAL_UPLOAD_MAX_MB", 200, minimum=1, maximum=100_000) * 1024 * 1024
 # What a gzip upload may expand to (a gzip bomb stops here), and the longest line of a JSONL or CSV file.
@@ -154,6 +166,8 @@ CELERY_TASK_ROUTES = {
     "housekeeping.*": {"queue": "default"},
     "training.*": {"queue": "gpu"},
     "sandbox.*": {"queue": "sandbox"},
+    "deployments.*": {"queue": "default"},
+    "serve.*": {"queue": "serve"},
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -162,7 +176,9 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "housekeeping.reap_stale_jobs", "schedule": 30.0},
+    "dispatch-jobs": {"task": "housekeeping.dispatch_jobs", "schedule": 15.0},
     "prune-rollouts": {"task": "housekeeping.prune_rollouts", "schedule": 3600.0},
+    "reap-stale-replicas": {"task": "deployments.reap_stale_replicas", "schedule": 30.0},
 }
 
 CHANNEL_LAYERS = {
@@ -187,6 +203,39 @@ SANDBOX_TEAM_QUOTA = env_int("ANNEAL_SANDBOX_TEAM_QUOTA", 64, minimum=1, maximum
 # Rollout texts older than this many days are dropped (their step, reward and parts stay); 0 keeps them all.
 ROLLOUT_RETENTION_DAYS = env_int("ANNEAL_ROLLOUT_RETENTION_DAYS", 90, minimum=0)
 JOB_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_JOB_HEARTBEAT_TIMEOUT_S", 120, minimum=10)
+# Training jobs (anneal.training.costs, anneal.training.lifecycle): USD per device-hour per device type, USD
+# per hour of verification (sandbox) time, how many jobs the gpu workers run at once (their total concurrency),
+# each team's default limits (a TeamLimits row overrides them), restarts after a crash or a lost worker before
+# a job fails, and how long a job asked to pause or stop may take to checkpoint before it is killed.
+JOB_DEVICE_PRICES = env_price_map("ANNEAL_DEVICE_PRICES", "cpu=0.10,l4=0.80,a100=2.00,h100=3.50,h200=4.50")
+JOB_SANDBOX_PRICE_PER_HOUR = env_decimal("ANNEAL_SANDBOX_PRICE_PER_HOUR", "0.05", minimum="0")
+JOB_GPU_SLOTS = env_int("ANNEAL_GPU_SLOTS", 1, minimum=1, maximum=10_000)
+JOB_TEAM_MAX_RUNNING = env_int("ANNEAL_TEAM_MAX_RUNNING_JOBS", 2, minimum=1, maximum=10_000)
+JOB_TEAM_MAX_DEVICES = env_int("ANNEAL_TEAM_MAX_DEVICES", 8, minimum=1, maximum=100_000)
+JOB_MAX_RESTARTS = env_int("ANNEAL_JOB_MAX_RESTARTS", 3, minimum=0, maximum=100)
+JOB_STOP_GRACE_S = env_int("ANNEAL_JOB_STOP_GRACE_S", 300, minimum=5)
+
+# Deployments (anneal.deployments): price in USD per million tokens (prompt + completion) and requests per
+# minute per API key, for each tier; a team's default monthly cap (0: none); the /v1 request limits; the
+# regression gate's largest allowed drop in mean score (0-1) on any held-out domain or the general set.
+DEPLOY_PRICE_PER_MTOK = {
+    tier: env_decimal(f"ANNEAL_PRICE_{tier.upper()}_PER_MTOK", default, minimum="0", maximum="100000")
+    for tier, default in (("batch", "0.10"), ("standard", "0.20"), ("turbo", "0.60"))
+}
+DEPLOY_RATE_LIMIT_RPM = {
+    tier: env_int(f"ANNEAL_RATE_LIMIT_{tier.upper()}_RPM", default, minimum=1, maximum=1_000_000)
+    for tier, default in (("batch", 60), ("standard", 600), ("turbo", 1200))
+}
+DEPLOY_TEAM_BUDGET_USD = env_decimal("ANNEAL_TEAM_BUDGET_USD", "0", minimum="0", maximum="1000000000")
+DEPLOY_MAX_REQUEST_KB = env_int("ANNEAL_V1_MAX_REQUEST_KB", 512, minimum=1, maximum=100_000)
+DEPLOY_MAX_TOKENS = env_int("ANNEAL_V1_MAX_TOKENS", 1024, minimum=1, maximum=1_000_000)
+DEPLOY_GATE_MAX_DROP = float(env_decimal("ANNEAL_GATE_MAX_DROP", "0.05", minimum="0", maximum="1"))
+DEPLOY_GATE_MAX_ROWS = env_int("ANNEAL_GATE_MAX_ROWS", 64, minimum=1, maximum=100_000)
+DEPLOY_REPLICA_START_TIMEOUT_S = env_int("ANNEAL_REPLICA_START_TIMEOUT_S", 180, minimum=5)
+DEPLOY_REPLICA_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_REPLICA_HEARTBEAT_TIMEOUT_S", 60, minimum=10)
+DEPLOY_BATCH_MAX_LINES = env_int("ANNEAL_BATCH_MAX_LINES", 50_000, minimum=1, maximum=10_000_000)
+# Replicas run the CPU server (gpu_jobs.serving, transformers) or, on GPU hosts, vLLM's OpenAI server.
+DEPLOY_SERVING_BACKEND = env_choice("ANNEAL_SERVING_BACKEND", "cpu", ("cpu", "vllm"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from anneal.accounts.api import MeApi
 from anneal.dashboards import load_dashboards
 from anneal.datasets import api as datasets_api
+from anneal.deployments import api as deployments_api
 from anneal.health import healthz
 from anneal.training import api as training_api
 from anneal.verifiers import api as verifiers_api
@@ -32,6 +33,7 @@ api_v1 = [
     path("datasets/versions/<int:pk>/split", datasets_api.VersionSplitApi.as_view(), name="version-split"),
     path("datasets/packs", datasets_api.PackListApi.as_view(), name="pack-list"),
     path("datasets/packs/create", datasets_api.PackCreateApi.as_view(), name="pack-create"),
+    path("datasets/packs/agent", datasets_api.AgentPackCreateApi.as_view(), name="agent-pack-create"),
     path("verifiers", verifiers_api.VerifierListApi.as_view(), name="verifier-list"),
     path("verifiers/preview", verifiers_api.VerifierPreviewApi.as_view(), name="verifier-preview"),
     path("verifiers/validate", verifiers_api.VerifierValidateApi.as_view(), name="verifier-validate"),
@@ -49,18 +51,42 @@ api_v1 = [
         name="verifier-test-cases",
     ),
     path("jobs", training_api.JobListApi.as_view(), name="job-list"),
+    path("jobs/estimate", training_api.JobEstimateApi.as_view(), name="job-estimate"),
+    path("jobs/queue", training_api.JobQueueApi.as_view(), name="job-queue"),
+    path("jobs/spec", training_api.JobSpecApi.as_view(), name="job-spec"),
+    path("models", training_api.ModelListApi.as_view(), name="model-list"),
     path("jobs/<int:pk>", training_api.JobDetailApi.as_view(), name="job-detail"),
     path("jobs/<int:pk>/cancel", training_api.JobCancelApi.as_view(), name="job-cancel"),
+    path("jobs/<int:pk>/pause", training_api.JobPauseApi.as_view(), name="job-pause"),
+    path("jobs/<int:pk>/resume", training_api.JobResumeApi.as_view(), name="job-resume"),
     path("jobs/<int:pk>/retry", training_api.JobRetryApi.as_view(), name="job-retry"),
     path("jobs/<int:pk>/events", training_api.JobEventsApi.as_view(), name="job-events"),
     path("jobs/<int:pk>/rollouts/<int:seq>/flag", training_api.RolloutFlagApi.as_view(), name="rollout-flag"),
     path("checkpoints", training_api.CheckpointListApi.as_view(), name="checkpoint-list"),
+    path("deployments", deployments_api.DeploymentListApi.as_view(), name="deployment-list"),
+    path("deployments/usage", deployments_api.TeamUsageApi.as_view(), name="deployment-team-usage"),
+    path("deployments/keys", deployments_api.KeyListApi.as_view(), name="deployment-key-list"),
+    path(
+        "deployments/keys/<int:pk>/revoke",
+        deployments_api.KeyRevokeApi.as_view(),
+        name="deployment-key-revoke",
+    ),
+    path("deployments/<int:pk>", deployments_api.DeploymentDetailApi.as_view(), name="deployment-detail"),
+    path("deployments/<int:pk>/stop", deployments_api.DeploymentStopApi.as_view(), name="deployment-stop"),
+    path("deployments/<int:pk>/tier", deployments_api.DeploymentTierApi.as_view(), name="deployment-tier"),
+    path(
+        "deployments/<int:pk>/gate/override",
+        deployments_api.DeploymentGateOverrideApi.as_view(),
+        name="deployment-gate-override",
+    ),
+    path("deployments/<int:pk>/usage", deployments_api.DeploymentUsageApi.as_view(), name="deployment-usage"),
 ]
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
+    path("v1/", include("anneal.deployments.v1_urls")),  # the OpenAI-compatible endpoint of deployments
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("django_plotly_dash/", include("django_plotly_dash.urls")),

@@ -121,12 +121,35 @@
     var finished = TERMINAL.has(p.state);
     if (el.cancel) el.cancel.hidden = finished;
     if (el.retry) el.retry.hidden = !finished;
+    showLifecycle(p);
     if (p.state === "failed") {
       el.error.hidden = false;
       if (p.error) el.errorText.textContent = p.error;
     }
-    addLog(seq, "state → " + p.state + (p.error ? ": " + p.error.split("\n")[0] : ""), "log-state");
+    var resumed = p.resumed_from_step ? "resumed from step " + p.resumed_from_step : "";
+    var why = p.error ? p.error.split("\n")[0] : p.reason || resumed;
+    addLog(seq, "state → " + p.state + (why ? ": " + why : ""), "log-state");
     renderProgress();
+  }
+
+  // Pause/resume buttons and why the job paused, stopped or restarted (anneal.training.lifecycle).
+  function showLifecycle(p) {
+    var pause = $("pause-form"), resume = $("resume-form"), box = $("job-reason");
+    if (pause) pause.hidden = !(p.state === "queued" || p.state === "running");
+    if (resume) resume.hidden = p.state !== "paused";
+    if (!box) return;
+    if (p.reason) {
+      $("job-reason-state").textContent = p.state;
+      $("job-reason-text").textContent = p.reason;
+      box.hidden = false;
+    } else if (p.state === "running" && p.resumed_from_step) {
+      $("job-reason-state").textContent = "resumed";
+      $("job-reason-text").textContent =
+        "attempt " + p.attempt + " goes on from the checkpoint of step " + p.resumed_from_step;
+      box.hidden = false;
+    } else if (p.state === "running" || TERMINAL.has(p.state)) {
+      box.hidden = true;
+    }
   }
 
   function onAlarm(p, seq) {
@@ -341,6 +364,24 @@
     return { trace: { name: title, xaxis: "x" + n, yaxis: "y" + n, line: { width: 1.6 } } };
   });
 
+  // Multi-domain jobs: each domain's share of the prompts ("domain_weight/<domain>") as the sampler sets it.
+  // The card stays hidden for single-domain jobs, which report no such metric.
+  var domainNode = $("domain-chart");
+  var domainChart = lineChart(
+    domainNode,
+    {
+      xaxis: Object.assign({ title: { text: "step" } }, grid),
+      yaxis: Object.assign({ title: { text: "share of prompts" }, range: [0, 1] }, grid),
+    },
+    function (key) {
+      var weight = /^domain_weight\/(.+)$/.exec(key);
+      if (!weight) return null;
+      var card = domainNode && domainNode.closest("section");
+      if (card) card.hidden = false;
+      return { trace: { name: weight[1], line: { width: 2 } } };
+    }
+  );
+
   function addPoints(p) {
     var points = p;
     if (typeof p.reward === "number" && typeof p.reward_std === "number") {
@@ -348,11 +389,13 @@
     }
     rewardChart.add(points);
     signalChart.add(p);
+    domainChart.add(p);
   }
 
   function drawChart() {
     rewardChart.draw();
     signalChart.draw();
+    domainChart.draw();
   }
 
   // ---- rollouts ---------------------------------------------------------------------------------------
@@ -388,6 +431,71 @@
     return wrap;
   }
 
+  // ---- agent episodes: a timeline of turns, each with its plan, tool call and the sandbox's output ------
+  function episodeTimeline(p) {
+    var wrap = document.createElement("div");
+    wrap.className = "episode";
+    var facts = document.createElement("p");
+    facts.className = "muted small episode-facts";
+    facts.textContent = [
+      p.task ? "task " + p.task : "",
+      p.turns.length + " turn" + (p.turns.length === 1 ? "" : "s"),
+      "ended: " + String(p.end_reason || "?").replace("_", " "),
+      p.summaries ? p.summaries + " running summar" + (p.summaries === 1 ? "y" : "ies") : "",
+      typeof p.sandbox_seconds === "number" ? "sandbox " + p.sandbox_seconds.toFixed(2) + " s" : "",
+    ].filter(Boolean).join(" · ");
+    var prompt = document.createElement("details");
+    prompt.className = "flag";
+    var promptHead = document.createElement("summary");
+    promptHead.textContent = "task prompt";
+    prompt.append(promptHead, block("Prompt", p.prompt));
+    var list = document.createElement("ol");
+    list.className = "turns";
+    p.turns.forEach(function (t) { list.append(turnItem(t)); });
+    wrap.append(facts, prompt, list);
+    if (p.final_tests) {
+      var final = document.createElement("details");
+      final.className = "flag sandbox-output";
+      var finalHead = document.createElement("summary");
+      finalHead.textContent = "final state: the task's tests";
+      final.append(finalHead, block("test output", p.final_tests));
+      wrap.append(final);
+    }
+    return wrap;
+  }
+
+  function turnItem(t) {
+    var li = document.createElement("li");
+    li.className = "turn turn-" + (t.status === "ok" ? "ok" : t.status === "error" ? "error" : "failed");
+    if (t.summary) {
+      var note = document.createElement("p");
+      note.className = "muted small turn-summary";
+      note.textContent = "Earlier turns were replaced by a running summary here:\n" + t.summary;
+      li.append(note);
+    }
+    var head = document.createElement("div");
+    head.className = "turn-head";
+    var tool = t.action ? t.action.name : "malformed call";
+    head.textContent = ["turn " + t.turn, tool, t.status, t.sandbox_ms ? t.sandbox_ms + " ms" : "",
+      t.tokens ? t.tokens + " tokens" : "", t.truncated ? "output cut" : ""].filter(Boolean).join(" · ");
+    li.append(head);
+    if (t.plan) {
+      var plan = document.createElement("p");
+      plan.className = "turn-plan";
+      plan.textContent = t.plan;
+      li.append(plan);
+    }
+    var call = t.action ? Object.keys(t.action.arguments || {}).map(function (k) {
+      return k + ": " + t.action.arguments[k];
+    }).join("\n") : (t.error || "") + (t.raw ? "\n\n" + t.raw : "");
+    var io = document.createElement("div");
+    io.className = "rollout-io";
+    io.append(block(t.action ? "Tool call" : "What the model wrote", call || "(no arguments)"),
+      block("Sandbox output", t.observation));
+    li.append(io);
+    return li;
+  }
+
   function rolloutItem(p, fresh) {
     var li = document.createElement("li");
     li.className = "rollout" + (fresh ? " rollout-new" : "");
@@ -410,7 +518,8 @@
     var io = document.createElement("div");
     io.className = "rollout-io";
     io.append(block("Prompt", p.prompt), block("Completion", p.completion));
-    li.append(head, io);
+    // An agent episode (gpu_jobs.agent) carries "turns": shown as a timeline instead of one completion.
+    li.append(head, Array.isArray(p.turns) ? episodeTimeline(p) : io);
     var why = [p.reason, p.reference ? "reference: " + p.reference : ""].filter(Boolean).join(" · ");
     if (why) {
       var reason = document.createElement("p");

@@ -376,3 +376,28 @@ class PackCreateApi(TeamScopedView):
             "dropped": result.dropped,
         }
         return Response(body, status=status.HTTP_201_CREATED)
+
+
+class AgentPackCreateApi(TeamScopedView):
+    """The repo-fix task pack for agent jobs (gpu_jobs.agent.taskpack) as a dataset version."""
+
+    class AgentPackInput(serializers.Serializer):
+        name = serializers.CharField()
+        limit = serializers.IntegerField(default=None, allow_null=True)
+
+    @extend_schema(
+        request=AgentPackInput,
+        responses={201: OpenApiTypes.OBJECT},
+        description="Make a dataset version of the repo-fix task pack (small repositories with a planted bug "
+        "and their tests; train on it with an environment job): {dataset_version}.",
+    )
+    def post(self, request):
+        from anneal.datasets.pack_services import agent_task_pack_create
+
+        team = self.writable_team()
+        data = self.AgentPackInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        version = agent_task_pack_create(team=team, user=request.user, **data.validated_data)
+        return Response(
+            {"dataset_version": DatasetVersionOutput(version).data}, status=status.HTTP_201_CREATED
+        )

@@ -64,3 +64,31 @@ def domain_pack_create(
             verifier_create(team=team, user=user, name=f"{name}/{task.task}", spec=task.spec) for task in made
         ]
     return PackResult(version=version, verifiers=verifiers, dropped=dropped)
+
+
+def agent_task_pack_create(*, team: Team, user: User, name: str, limit: int | None = None) -> DatasetVersion:
+    """The repo-fix task pack (gpu_jobs.agent.taskpack: small repositories, a bug planted in each, their
+    tests) as a new version of dataset ``name``, the first ``limit`` tasks when given. Its rows carry
+    ``files``, ``test_files``, ``solution`` and ``fix_diff``: a job trains on it with an environment
+    (GRPOJobConfig.environment), and bench/agent_episodes.py runs the same rows as a benchmark."""
+    from gpu_jobs.agent.taskpack import TASKS, pack_rows
+
+    name = (name or "").strip()
+    if not name:
+        raise InputError("give the dataset a name", field="name")
+    if limit is not None and not 1 <= limit <= len(TASKS):
+        raise InputError(f"must be between 1 and {len(TASKS)} (the tasks in the pack)", field="limit")
+    rows = pack_rows(limit)
+    stats = _Stats(token_counter("tiny"))
+    for row in rows:
+        stats.add(row)
+    recipe = {"source": "agent_taskpack", "pack": "repo_fix", "tasks": [row["task"] for row in rows]}
+    with transaction.atomic():
+        return dataset_version_create_from_rows(
+            team=team,
+            user=user,
+            name=name,
+            rows=rows,
+            stats=stats.summary(rows=len(rows), duplicates=0, skipped=0),
+            pack=recipe,
+        )

@@ -333,9 +333,13 @@ def _upload_fail(upload: DatasetUpload, report: IngestReport) -> DatasetUpload:
 
 
 def _job_using(versions) -> str | None:
+    from django.db.models import Q
+
     from anneal.training.models import Job
 
-    job = Job.objects.filter(dataset_version__in=versions).order_by("id").first()
+    # A job's first version, or any of the versions it mixes (anneal.training.models.JobDataset).
+    uses = Q(dataset_version__in=versions) | Q(job_datasets__dataset_version__in=versions)
+    job = Job.objects.filter(uses).order_by("id").first()
     return f"job #{job.pk} '{job.name}' uses {job.dataset_version}" if job else None
 
 

@@ -1,7 +1,8 @@
 from django.contrib import admin, messages
 
 from anneal.errors import InputError
-from anneal.training.models import Checkpoint, Job, JobEvent, JobVerifier
+from anneal.training.lifecycle import job_pause, job_resume
+from anneal.training.models import Checkpoint, Job, JobEvent, JobVerifier, TeamLimits
 from anneal.training.services import job_cancel, job_retry
 
 
@@ -27,6 +28,7 @@ class JobAdmin(admin.ModelAdmin):
         "name",
         "team",
         "state",
+        "priority",
         "step",
         "max_steps",
         "created_by",
@@ -48,9 +50,36 @@ class JobAdmin(admin.ModelAdmin):
         "started_at",
         "finished_at",
         "retry_of",
+        "attempt",
+        "restarts",
+        "reason",
+        "queued_at",
+        "dispatched_at",
+        "attempt_started_at",
+        "run_seconds",
+        "sandbox_seconds",
+        "devices",
+        "device_type",
     ]
+    # Priority is not read-only: operators may reorder the queue.
     inlines = [JobVerifierInline, CheckpointInline]
-    actions = ["cancel_jobs", "retry_jobs"]
+    actions = ["cancel_jobs", "pause_jobs", "resume_jobs", "retry_jobs"]
+
+    @admin.action(description="Pause the selected jobs (running ones checkpoint first)")
+    def pause_jobs(self, request, queryset):
+        self._each(request, queryset, job_pause, "pause requested")
+
+    @admin.action(description="Resume the selected paused jobs from their checkpoint")
+    def resume_jobs(self, request, queryset):
+        self._each(request, queryset, job_resume, "queued again")
+
+    def _each(self, request, queryset, service, done: str) -> None:
+        for job in queryset:
+            try:
+                job = service(job=job, user=request.user)
+                self.message_user(request, f"Job #{job.pk}: {done} ({job.state}).")
+            except InputError as exc:
+                self.message_user(request, str(exc), level=messages.WARNING)
 
     @admin.action(description="Cancel the selected jobs")
     def cancel_jobs(self, request, queryset):
@@ -80,3 +109,9 @@ class CheckpointAdmin(admin.ModelAdmin):
     list_display = ["job", "step", "location", "created_at"]
     list_filter = ["job__team"]
     search_fields = ["job__name", "location"]
+
+
+@admin.register(TeamLimits)
+class TeamLimitsAdmin(admin.ModelAdmin):
+    list_display = ["team", "max_running_jobs", "max_devices"]
+    search_fields = ["team__name"]

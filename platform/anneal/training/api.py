@@ -1,12 +1,17 @@
+from django.conf import settings
+from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from anneal.api_base import TeamScopedView
 from anneal.errors import InputError
+from anneal.training.costs import job_estimate, job_spend
+from anneal.training.lifecycle import LIMIT_FIELDS, job_pause, job_resume, queue_state
 from anneal.training.models import Checkpoint, Job, JobEvent
 from anneal.training.selectors import job_events_after
 from anneal.training.services import HYPER_FIELDS, job_cancel, job_launch, job_retry
+from anneal.training.spec import available_models, spec_fields
 
 
 class CheckpointOutput(serializers.ModelSerializer):
@@ -18,6 +23,10 @@ class CheckpointOutput(serializers.ModelSerializer):
 class JobOutput(serializers.ModelSerializer):
     checkpoints = CheckpointOutput(many=True, read_only=True)
     progress = serializers.FloatField(read_only=True)
+    spend = serializers.SerializerMethodField(help_text="Spend so far in USD: devices and sandboxes, live.")
+
+    def get_spend(self, job: Job) -> dict:
+        return job_spend(job)
 
     class Meta:
         model = Job
@@ -33,6 +42,14 @@ class JobOutput(serializers.ModelSerializer):
             "progress",
             "last_seq",
             "retry_of",
+            "priority",
+            "devices",
+            "device_type",
+            "attempt",
+            "restarts",
+            "reason",
+            "spend",
+            "queued_at",
             "created_at",
             "started_at",
             "finished_at",
@@ -52,17 +69,49 @@ class JobListApi(TeamScopedView):
         weight = serializers.FloatField(default=1.0, min_value=0)
 
     class Input(serializers.Serializer):
+        class Meta:
+            ref_name = "JobLaunchInput"
+
         name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-        dataset_version = serializers.IntegerField()
+        dataset_version = serializers.IntegerField(
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text="The dataset version to train on; or give several in dataset_versions.",
+        )
+        dataset_versions = serializers.ListField(
+            child=serializers.IntegerField(),
+            required=False,
+            default=list,
+            help_text="Several dataset versions whose rows are pooled (each row keeps its domain); the first "
+            "is the job's main version. Overrides dataset_version.",
+        )
+        domain_weights = serializers.DictField(
+            required=False,
+            default=dict,
+            help_text='Share of the prompts per domain ("all" for rows without a domain), summing to 1, '
+            "naming every domain of the data; empty: equal shares.",
+        )
         eval_dataset_version = serializers.IntegerField(
             required=False,
             allow_null=True,
             default=None,
             help_text="Held-out rows scored per domain before, during (params.eval_steps) and after training.",
         )
-        verifiers = serializers.ListField(child=serializers.DictField(), allow_empty=False)
+        verifiers = serializers.ListField(
+            child=serializers.DictField(),
+            required=False,
+            default=list,
+            help_text='[{"verifier_version": id, "weight": number >= 0, "domains": [names] (optional: '
+            "the domains it scores; absent: every domain)}]. Every domain needs a verifier with a weight "
+            "above 0. "
+            "Optional for an agent job (params.environment), which its environment rewards.",
+        )
         params = serializers.DictField(
-            required=False, default=dict, help_text=f"Training settings: {', '.join(HYPER_FIELDS)}"
+            required=False,
+            default=dict,
+            help_text=f"Training settings: {', '.join(HYPER_FIELDS)}; scheduling and cost: "
+            f"{', '.join(LIMIT_FIELDS)}",
         )
 
     @extend_schema(responses=JobOutput(many=True))
@@ -72,10 +121,15 @@ class JobListApi(TeamScopedView):
 
     @extend_schema(request=Input, responses={201: JobOutput})
     def post(self, request):
-        team = self.writable_team()
-        data = self.Input(data=request.data)
+        job = self.launch(request, team=self.writable_team())
+        return Response(JobOutput(job).data, status=status.HTTP_201_CREATED)
+
+    @classmethod
+    def launch(cls, request, *, team) -> Job:
+        """Parse the launch body and call job_launch: shared by launch and estimate, so both check alike."""
+        data = cls.Input(data=request.data)
         data.is_valid(raise_exception=True)
-        job = job_launch(
+        return job_launch(
             team=team,
             user=request.user,
             name=data.validated_data["name"],
@@ -83,8 +137,156 @@ class JobListApi(TeamScopedView):
             verifiers=data.validated_data["verifiers"],
             params=data.validated_data["params"],
             eval_dataset_version_id=data.validated_data["eval_dataset_version"],
+            dataset_version_ids=data.validated_data["dataset_versions"],
+            domain_weights=data.validated_data["domain_weights"],
         )
-        return Response(JobOutput(job).data, status=status.HTTP_201_CREATED)
+
+
+class EstimateOutput(serializers.Serializer):
+    currency = serializers.CharField()
+    seconds = serializers.FloatField(help_text="Estimated run time.")
+    device_type = serializers.CharField()
+    devices = serializers.IntegerField()
+    price_per_device_hour = serializers.FloatField()
+    device_hours = serializers.FloatField()
+    device_cost = serializers.FloatField()
+    sandbox_hours = serializers.FloatField()
+    sandbox_price_per_hour = serializers.FloatField()
+    sandbox_cost = serializers.FloatField()
+    total = serializers.FloatField()
+    budget = serializers.FloatField(allow_null=True)
+    over_budget = serializers.BooleanField()
+    basis = serializers.CharField(help_text="What the step time was taken from.")
+
+
+class QueueWaitingOutput(serializers.Serializer):
+    job = serializers.IntegerField()
+    name = serializers.CharField()
+    priority = serializers.IntegerField()
+    devices = serializers.IntegerField()
+    position = serializers.IntegerField(help_text="1 starts next, counting every team's waiting jobs.")
+    estimated_start = serializers.DateTimeField()
+    estimated_seconds = serializers.FloatField()
+    held_by = serializers.CharField(allow_null=True, help_text="The team limit that holds it, if any.")
+
+
+class QueueRunningOutput(serializers.Serializer):
+    job = serializers.IntegerField()
+    name = serializers.CharField()
+    state = serializers.CharField()
+    estimated_end = serializers.DateTimeField()
+
+
+class QueueOutput(serializers.Serializer):
+    slots = serializers.IntegerField(help_text="Jobs the gpu workers run at once.")
+    waiting_total = serializers.IntegerField()
+    waiting = QueueWaitingOutput(many=True)
+    running = QueueRunningOutput(many=True)
+
+
+class JobEstimateApi(TeamScopedView):
+    @extend_schema(
+        request=JobListApi.Input,
+        responses=EstimateOutput,
+        description="What launching this job would cost, before launch: run time, device-hours times the "
+        "price of its device type, sandbox time. The job is checked exactly as a launch checks it (the same "
+        "400 naming the field), then nothing is kept.",
+    )
+    def post(self, request):
+        team = self.writable_team()
+        with transaction.atomic():
+            job = JobListApi.launch(request, team=team)
+            estimate = job_estimate(spec=job.spec, team=team)
+            transaction.set_rollback(True)  # checked, not launched: no job, event, audit entry or task
+        return Response(EstimateOutput(estimate).data)
+
+
+class JobPauseApi(TeamScopedView):
+    @extend_schema(
+        request=None,
+        responses=JobOutput,
+        description="A running job checkpoints and pauses (state pausing, then paused); a queued one pauses "
+        "at once. Its devices are freed; resume continues from the checkpoint.",
+    )
+    def post(self, request, pk: int):
+        job = self.get_scoped(Job.objects.all(), pk)
+        self.check_write(job.team)
+        return Response(JobOutput(job_pause(job=job, user=request.user)).data)
+
+
+class JobResumeApi(TeamScopedView):
+    class Input(serializers.Serializer):
+        budget = serializers.FloatField(
+            required=False, help_text="A new budget in USD (to resume past a cap)."
+        )
+        time_limit_minutes = serializers.FloatField(required=False, help_text="A new time limit.")
+
+        class Meta:
+            ref_name = "JobResumeInput"
+
+    @extend_schema(request=Input, responses=JobOutput, description="Queue a paused job again.")
+    def post(self, request, pk: int):
+        job = self.get_scoped(Job.objects.all(), pk)
+        self.check_write(job.team)
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(JobOutput(job_resume(job=job, user=request.user, **data.validated_data)).data)
+
+
+class JobQueueApi(TeamScopedView):
+    @extend_schema(
+        responses=QueueOutput,
+        description="Waiting jobs of your teams in the order they will start (position counts every "
+        "team's jobs), with estimated start, and your running jobs with their estimated end.",
+    )
+    def get(self, request):
+        state = queue_state(teams=self.teams())
+        return Response(
+            {
+                "slots": state["slots"],
+                "waiting_total": state["waiting_total"],
+                "waiting": [
+                    {
+                        "job": w["job"].pk,
+                        "name": w["job"].name,
+                        "priority": w["job"].priority,
+                        "devices": w["job"].devices,
+                        "position": w["position"],
+                        "estimated_start": w["estimated_start"],
+                        "estimated_seconds": w["estimated_seconds"],
+                        "held_by": w["held_by"],
+                    }
+                    for w in state["waiting"]
+                ],
+                "running": [
+                    {
+                        "job": r["job"].pk,
+                        "name": r["job"].name,
+                        "state": r["job"].state,
+                        "estimated_end": r["estimated_end"],
+                    }
+                    for r in state["running"]
+                ],
+            }
+        )
+
+
+class JobSpecApi(TeamScopedView):
+    @extend_schema(
+        description="Every setting of a job's params: name, type, default, allowed values and help (the "
+        "launch form shows the same), and the models this host can start from.",
+    )
+    def get(self, request):
+        return Response({"params": spec_fields(), "models": available_models()})
+
+
+class ModelListApi(TeamScopedView):
+    @extend_schema(
+        description="Base models a job may name in params.model: the built-in tiny and SmolLM2-135M-Instruct "
+        "(built or imported on first use), the model store's folders, and hub ids where ANNEAL_ALLOW_HUB is on.",
+    )
+    def get(self, request):
+        return Response({"results": available_models(), "hub_ids_allowed": settings.MODEL_ALLOW_HUB})
 
 
 class JobDetailApi(TeamScopedView):

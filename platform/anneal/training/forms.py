@@ -1,19 +1,29 @@
 """The launch form: a dataset version, verifiers with weights, and the engine's settings with their help."""
 
 import dataclasses
+import json
 
 from django import forms
 
 from anneal.datasets.models import DatasetVersion
+from anneal.training.lifecycle import LIMIT_FIELDS, limit_defaults, limit_helps
 from anneal.training.services import HYPER_FIELDS, hyper_defaults
+from anneal.training.spec import available_models
 from anneal.verifiers.models import Verifier, VerifierVersion
 from gpu_jobs.config import LOSS_TYPES, GRPOJobConfig
 
-# Settings whose values come from a fixed list: a select instead of a text box.
-SETTING_CHOICES = {"loss_type": LOSS_TYPES}
+# Settings whose values come from a fixed list (the "choices" in the engine's field metadata): a select.
+SETTING_CHOICES = {"loss_type": LOSS_TYPES} | {
+    f.name: tuple(f.metadata["choices"]) for f in dataclasses.fields(GRPOJobConfig) if "choices" in f.metadata
+}
 
 
 class DatasetVersionChoice(forms.ModelChoiceField):
+    def label_from_instance(self, obj: DatasetVersion) -> str:
+        return f"{obj.dataset.name} v{obj.number} ({obj.row_count} rows)"
+
+
+class DatasetVersionMultiChoice(forms.ModelMultipleChoiceField):
     def label_from_instance(self, obj: DatasetVersion) -> str:
         return f"{obj.dataset.name} v{obj.number} ({obj.row_count} rows)"
 
@@ -45,6 +55,19 @@ class LaunchForm(forms.Form):
     dataset_version = DatasetVersionChoice(
         queryset=DatasetVersion.objects.none(), label="Dataset version", empty_label=None
     )
+    extra_dataset_versions = DatasetVersionMultiChoice(
+        queryset=DatasetVersion.objects.none(),
+        required=False,
+        label="Also train on",
+        help_text="More dataset versions whose rows join the first one's; each row keeps its domain.",
+    )
+    domain_weights = forms.CharField(
+        required=False,
+        label="Domain weights",
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "arithmetic = 0.7\ncode = 0.3"}),
+        help_text='Share of the prompts per domain, one "domain = weight" a line, summing to 1 and naming '
+        'every domain of the data ("all" for rows without one). Empty: equal shares.',
+    )
     # Carries the errors about the verifier choice as a whole, shown in the verifiers section.
     verifiers = forms.CharField(required=False, widget=forms.HiddenInput)
 
@@ -55,6 +78,7 @@ class LaunchForm(forms.Form):
             .select_related("dataset")
             .order_by("dataset__name", "-number")
         )
+        self.fields["extra_dataset_versions"].queryset = self.fields["dataset_version"].queryset
         # A job uses each verifier's latest version; older versions stay reproducible through old jobs.
         self.verifier_versions: list[VerifierVersion] = []
         for verifier in Verifier.objects.filter(team=team).order_by("name").prefetch_related("versions"):
@@ -67,15 +91,93 @@ class LaunchForm(forms.Form):
             self.fields[f"weight_{version.pk}"] = forms.FloatField(
                 required=False, initial=1.0, min_value=0, label=f"Weight of {version.verifier.name}"
             )
+            self.fields[f"domains_{version.pk}"] = forms.CharField(
+                required=False,
+                max_length=2000,
+                label=f"Domains of {version.verifier.name}",
+                widget=forms.TextInput(attrs={"placeholder": "every domain"}),
+            )
+        # The engine's settings, then scheduling and cost (priority, devices, budget, time limit).
         helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(GRPOJobConfig)}
-        defaults = hyper_defaults()
-        self.setting_names = [name for name in HYPER_FIELDS if name in defaults]
+        helps |= limit_helps()
+        defaults = hyper_defaults() | limit_defaults()
+        self.setting_names = [name for name in (*HYPER_FIELDS, *LIMIT_FIELDS) if name in defaults]
         for name in self.setting_names:
             self.fields[f"p_{name}"] = _setting_field(name, defaults[name], helps.get(name, ""))
+        if "p_model" in self.fields:
+            # The model store's models (the API also takes a folder path or, where allowed, a hub id).
+            models = available_models()
+            self.fields["p_model"] = forms.ChoiceField(
+                choices=[
+                    (m["name"], m["name"] + ("" if m["ready"] else " (built on first use)")) for m in models
+                ],
+                required=False,
+                initial=defaults["model"],
+                label="Model",
+                help_text=helps.get("model", ""),
+            )
+        self._weight_names: list[str] = []
         self._chosen: list[VerifierVersion] = []
+        if "p_environment" in self.fields:
+            # Agent jobs (gpu_jobs.agent.spec): a JSON object; empty for a single-turn job.
+            self.fields["p_environment"] = forms.CharField(
+                required=False,
+                max_length=8000,
+                label="Environment (agent jobs)",
+                help_text=helps.get("environment", ""),
+                widget=forms.Textarea(
+                    attrs={
+                        "rows": 3,
+                        "placeholder": '{"name": "repo_tests", "max_turns": 6, "token_budget": 384}',
+                    }
+                ),
+            )
 
-    def verifier_rows(self) -> list[tuple[VerifierVersion, forms.BoundField, forms.BoundField]]:
-        return [(v, self[f"use_{v.pk}"], self[f"weight_{v.pk}"]) for v in self.verifier_versions]
+    def clean_p_environment(self) -> dict | None:
+        text = (self.cleaned_data.get("p_environment") or "").strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError as error:
+            raise forms.ValidationError(f"not valid JSON: {error}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError('write a JSON object such as {"name": "repo_tests"}')
+        return value
+
+    def verifier_rows(
+        self,
+    ) -> list[tuple[VerifierVersion, forms.BoundField, forms.BoundField, forms.BoundField]]:
+        return [
+            (v, self[f"use_{v.pk}"], self[f"weight_{v.pk}"], self[f"domains_{v.pk}"])
+            for v in self.verifier_versions
+        ]
+
+    def clean_domain_weights(self) -> dict[str, float]:
+        """ "domain = weight" lines (or a JSON object) -> {domain: weight}; the service checks the values."""
+        text = (self.cleaned_data.get("domain_weights") or "").strip()
+        if not text:
+            return {}
+        if text.startswith("{"):
+            try:
+                parsed = json.loads(text)
+            except ValueError as error:
+                raise forms.ValidationError(f"not valid JSON: {error}") from None
+            if not isinstance(parsed, dict):
+                raise forms.ValidationError("write an object {domain: weight}")
+            return parsed
+        out: dict[str, float] = {}
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            name, sep, value = line.replace(":", "=", 1).partition("=")
+            if not sep or not name.strip():
+                raise forms.ValidationError(f'line {number}: write "domain = weight", got {line.strip()!r}')
+            try:
+                out[name.strip()] = float(value)
+            except ValueError:
+                raise forms.ValidationError(f"line {number}: {value.strip()!r} is not a number") from None
+        return out
 
     def setting_fields(self) -> list[tuple[str, forms.BoundField]]:
         return [(name, self[f"p_{name}"]) for name in self.setting_names]
@@ -87,10 +189,21 @@ class LaunchForm(forms.Form):
         verifiers = []
         for version in self._chosen:
             weight = data.get(f"weight_{version.pk}")
-            verifiers.append({"verifier_version": version.pk, "weight": 1.0 if weight is None else weight})
+            domains = [d.strip() for d in (data.get(f"domains_{version.pk}") or "").split(",") if d.strip()]
+            verifiers.append(
+                {
+                    "verifier_version": version.pk,
+                    "weight": 1.0 if weight is None else weight,
+                    **({"domains": domains} if domains else {}),
+                }
+            )
+        extra = [v for v in data.get("extra_dataset_versions") or [] if v.pk != data["dataset_version"].pk]
+        self._weight_names = list(data.get("domain_weights") or {})
         return {
             "name": data["name"],
             "dataset_version_id": data["dataset_version"].pk,
+            "dataset_version_ids": [data["dataset_version"].pk] + [v.pk for v in extra] if extra else None,
+            "domain_weights": data.get("domain_weights") or {},
             "verifiers": verifiers,
             "params": {
                 name: data[f"p_{name}"]
@@ -105,4 +218,8 @@ class LaunchForm(forms.Form):
         for index, version in enumerate(self._chosen):
             out[f"verifiers[{index}].weight"] = f"weight_{version.pk}"
             out[f"verifiers[{index}].verifier_version"] = "verifiers"
+            out[f"verifiers[{index}].domains"] = f"domains_{version.pk}"
+        out.update({f"domain_weights.{name}": "domain_weights" for name in self._weight_names})
+        out["dataset_versions[0]"] = "dataset_version"
+        out.update({f"dataset_versions[{i}]": "extra_dataset_versions" for i in range(1, 100)})
         return out

@@ -4,27 +4,34 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from anneal.training.models import EventKind, Job, JobEvent, JobState
-from anneal.training.services import job_finish
+from anneal.training.lifecycle import attempt_end
+from anneal.training.models import ACTIVE_STATES, EventKind, Job, JobEvent, JobState
 
 
 def jobs_reap_stale(*, timeout_s: int) -> int:
-    """Fail running jobs whose worker stopped sending heartbeats (its host died or was killed)."""
+    """Jobs whose worker stopped sending heartbeats (its host died or was killed): a running one goes back to
+    the queue and resumes from its latest checkpoint (or fails after settings.JOB_MAX_RESTARTS restarts); one
+    that was cancelling is cancelled, one that was pausing or stopping is paused or stopped."""
     cutoff = timezone.now() - timedelta(seconds=timeout_s)
     stale = list(
-        Job.objects.filter(
-            state__in=[JobState.RUNNING, JobState.CANCELLING], heartbeat_at__lt=cutoff
-        ).values_list("pk", "state")
+        Job.objects.filter(state__in=ACTIVE_STATES, heartbeat_at__lt=cutoff).values_list(
+            "pk", "state", "attempt", "heartbeat_at"
+        )
     )
-    for job_id, state in stale:
-        if state == JobState.CANCELLING:
-            job_finish(job_id=job_id, state=JobState.CANCELLED)
-        else:
-            job_finish(
-                job_id=job_id,
-                state=JobState.FAILED,
-                error=f"the worker running this job sent no heartbeat for {timeout_s} s and is presumed dead",
-            )
+    ends = {
+        JobState.CANCELLING: JobState.CANCELLED,
+        JobState.PAUSING: JobState.PAUSED,
+        JobState.STOPPING: JobState.STOPPED,
+        JobState.RUNNING: JobState.QUEUED,
+    }
+    for job_id, state, attempt, heartbeat_at in stale:
+        attempt_end(
+            job_id=job_id,
+            attempt=attempt,
+            state=ends[state],
+            reason=f"the worker running this job sent no heartbeat for {timeout_s} s and is presumed dead",
+            until=heartbeat_at,
+        )
     return len(stale)
 
 

@@ -12,12 +12,19 @@ class JobState(models.TextChoices):
     QUEUED = "queued"
     RUNNING = "running"
     CANCELLING = "cancelling"
+    # Pause and the time limit ask the training process to checkpoint and exit (see anneal.training.lifecycle).
+    PAUSING = "pausing"
+    PAUSED = "paused"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
 
-TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.STOPPED})
+# States in which a worker holds the job (a gpu slot and the team's devices are in use).
+ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.CANCELLING, JobState.PAUSING, JobState.STOPPING})
 
 
 class Job(models.Model):
@@ -42,6 +49,20 @@ class Job(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Scheduling and cost (anneal.training.lifecycle, anneal.training.costs); copied from the spec at launch.
+    priority = models.IntegerField(default=0, help_text="Higher runs first; ties go to the earlier queued.")
+    devices = models.PositiveIntegerField(default=1)
+    device_type = models.CharField(max_length=40, default="cpu")
+    queued_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # Set when the job's task was sent to the gpu queue; cleared when it goes back to waiting.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    # Each run of the job's process is an attempt; writes of an older attempt are refused (fencing).
+    attempt = models.PositiveIntegerField(default=0)
+    restarts = models.PositiveIntegerField(default=0, help_text="Restarts after a crash or a lost worker.")
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
+    run_seconds = models.FloatField(default=0.0, help_text="Device time of finished attempts.")
+    sandbox_seconds = models.FloatField(default=0.0, help_text="Time spent verifying (sandboxes).")
+    reason = models.TextField(blank=True, help_text="Why the job is paused, stopped or was requeued.")
 
     class Meta:
         ordering = ["-created_at"]
@@ -66,6 +87,27 @@ class JobVerifier(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "name"], name="job_verifier_name_unique")]
+
+
+class JobDataset(models.Model):
+    """A dataset version a job trains on; a job may mix several (their rows are pooled, each row keeping its
+    domain, and the spec's domain_weights share the prompts out). Versions never change, so a job's rows can
+    always be read again. ``Job.dataset_version`` is the first of them (position 0)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="job_datasets")
+    dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="job_uses")
+    position = models.PositiveIntegerField(default=0)
+    # Rows per domain of this version when the job was launched (from the version's statistics).
+    domains = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["job", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "dataset_version"], name="job_dataset_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} uses {self.dataset_version_id}"
 
 
 class EventKind(models.TextChoices):
@@ -120,3 +162,21 @@ class Checkpoint(models.Model):
     @property
     def team(self) -> Team:
         return self.job.team
+
+
+class TeamLimits(models.Model):
+    """A team's own scheduling limits; a team without a row uses the settings' defaults."""
+
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="job_limits")
+    max_running_jobs = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Jobs of the team running at once; empty: the default."
+    )
+    max_devices = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Devices the team's running jobs hold at once; empty: the default."
+    )
+
+    class Meta:
+        verbose_name_plural = "team limits"
+
+    def __str__(self) -> str:
+        return f"limits of {self.team}"

@@ -2,6 +2,7 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -9,7 +10,9 @@ from anneal.accounts.scope import page_team
 from anneal.accounts.selectors import can_write
 from anneal.errors import InputError
 from anneal.pages import check_write, form_show_errors, get_visible_or_404, writable_team
+from anneal.training.costs import job_estimate, job_spend
 from anneal.training.forms import LaunchForm
+from anneal.training.lifecycle import job_pause, job_resume, queue_state
 from anneal.training.models import TERMINAL_STATES, Job, JobState
 from anneal.training.services import job_cancel, job_launch, job_retry
 
@@ -38,18 +41,26 @@ def job_list(request):
 @login_required
 def job_new(request):
     team = writable_team(request)
+    estimate = None
     if request.method == "POST":
         form = LaunchForm(request.POST, team=team)
         if form.is_valid():
             try:
-                job = job_launch(team=team, user=request.user, **form.launch_arguments())
+                with transaction.atomic():
+                    job = job_launch(team=team, user=request.user, **form.launch_arguments())
+                    if "estimate" in request.POST:
+                        # Checked exactly as a launch, then rolled back: nothing is kept or queued.
+                        estimate = job_estimate(spec=job.spec, team=team)
+                        transaction.set_rollback(True)
             except InputError as exc:
                 form_show_errors(form, exc, fields=form.service_fields())
             else:
-                return redirect("job-detail", pk=job.pk)
+                if estimate is None:
+                    return redirect("job-detail", pk=job.pk)
     else:
         form = LaunchForm(team=team, initial={"dataset_version": request.GET.get("dataset_version")})
-    return render(request, "training/job_new.html", {"section": "jobs", "form": form, "team": team})
+    context = {"section": "jobs", "form": form, "team": team, "estimate": estimate}
+    return render(request, "training/job_new.html", context)
 
 
 @require_GET
@@ -77,6 +88,9 @@ def job_detail(request, pk: int):
     context = {
         "section": "jobs",
         "job": job,
+        "spend": job_spend(job),
+        "can_pause": job.state in (JobState.QUEUED, JobState.RUNNING),
+        "can_resume": job.state == JobState.PAUSED,
         "verifiers": verifiers,
         "checkpoints": job.checkpoints.order_by("-step"),
         "can_write": can_write(request.user, job.team),
@@ -97,6 +111,48 @@ def job_cancel_view(request, pk: int):
         job = job_cancel(job=job, user=request.user)
         messages.success(request, f"Job #{job.pk} is {job.state}.")
     return redirect("job-detail", pk=job.pk)
+
+
+@require_POST
+@login_required
+def job_pause_view(request, pk: int):
+    job = get_visible_or_404(request, Job.objects.all(), pk)
+    check_write(request, job.team)
+    try:
+        job = job_pause(job=job, user=request.user)
+    except InputError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Job #{job.pk} is {job.state}: it checkpoints and frees its devices.")
+    return redirect("job-detail", pk=job.pk)
+
+
+@require_POST
+@login_required
+def job_resume_view(request, pk: int):
+    job = get_visible_or_404(request, Job.objects.all(), pk)
+    check_write(request, job.team)
+    budget = request.POST.get("budget", "").strip()
+    try:
+        try:
+            new_budget = float(budget) if budget else None
+        except ValueError:
+            raise InputError(f"budget must be a number, got {budget!r}", field="budget") from None
+        job = job_resume(job=job, user=request.user, budget=new_budget)
+    except InputError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Job #{job.pk} is queued again and resumes from its latest checkpoint.")
+    return redirect("job-detail", pk=job.pk)
+
+
+@require_GET
+@login_required
+def job_queue(request):
+    """Waiting jobs in the order they start, with position and estimated start; running jobs and their end."""
+    team = page_team(request)
+    state = queue_state(teams=[team] if team else [])
+    return render(request, "training/queue.html", {"section": "jobs", "queue": state, "team": team})
 
 
 @require_POST
