@@ -5,25 +5,45 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('datasets', '0002_upload_review_splits_packs'),
-        ('training', '0003_job_lifecycle'),
+        ("datasets", "0002_upload_review_splits_packs"),
+        ("training", "0003_job_lifecycle"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='JobDataset',
+            name="JobDataset",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.PositiveIntegerField(default=0)),
-                ('domains', models.JSONField(blank=True, default=dict)),
-                ('dataset_version', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='job_uses', to='datasets.datasetversion')),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='job_datasets', to='training.job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("position", models.PositiveIntegerField(default=0)),
+                ("domains", models.JSONField(blank=True, default=dict)),
+                (
+                    "dataset_version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="job_uses",
+                        to="datasets.datasetversion",
+                    ),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="job_datasets",
+                        to="training.job",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['job', 'position'],
-                'constraints': [models.UniqueConstraint(fields=('job', 'dataset_version'), name='job_dataset_unique')],
+                "ordering": ["job", "position"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("job", "dataset_version"), name="job_dataset_unique")
+                ],
             },
         ),
     ]
