@@ -25,6 +25,35 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def jsonl(rows) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+def wait_for(fetch, done, *, timeout_s: float, what: str = "the condition"):
+    """Call ``fetch`` every 0.5 s until ``done`` holds for its value (returned); AssertionError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    value = None
+    while time.monotonic() < deadline:
+        value = fetch()
+        if done(value):
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last: {value}")
+
+
+def all_events(api, job_id: int, *, page_size: int = 500) -> list[dict]:
+    """Every event of a job, through the paged events API."""
+    events, after = [], 0
+    while True:
+        page = api.get(f"/jobs/{job_id}/events", params={"after": after, "limit": page_size}).json()[
+            "results"
+        ]
+        if not page:
+            return events
+        events.extend(page)
+        after = page[-1]["seq"]
+
+
 def claim_redis_db() -> str:
     """A Redis database of its own for this stack: Celery queue names are fixed, so two stacks sharing one
     database (two test runs at once) would take each other's tasks. The claim expires with the run."""

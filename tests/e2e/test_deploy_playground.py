@@ -4,26 +4,16 @@ playground (the answer streams in), creates an API key shown once, and sees the 
 import json
 import re
 import shutil
-import time
 
 import pytest
+
+from tests.stack import wait_for
 
 pytestmark = pytest.mark.e2e
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a, b in [(12, 45), (33, 21), (70, 19), (41, 8)]]
-
-
-def wait_for(fetch, done, *, timeout_s: float):
-    deadline = time.monotonic() + timeout_s
-    value = None
-    while time.monotonic() < deadline:
-        value = fetch()
-        if done(value):
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout_s} s; last: {value}")
 
 
 @pytest.fixture()

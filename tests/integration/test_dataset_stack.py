@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from tests.integration.test_thin_path import wait_for
+from tests.stack import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -6,10 +6,11 @@ to the batch tier and fed a batch file, and stopped. One deployment serves every
 
 import json
 import os
-import time
 
 import openai
 import pytest
+
+from tests.stack import jsonl, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -27,21 +28,6 @@ PARAMS = {
     "learning_rate": 1e-9,
 }
 HELLO = [{"role": "user", "content": "12+45="}]
-
-
-def jsonl(rows) -> bytes:
-    return "".join(json.dumps(r) + "\n" for r in rows).encode()
-
-
-def wait_for(fetch, done, *, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    value = None
-    while time.monotonic() < deadline:
-        value = fetch()
-        if done(value):
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last: {value}")
 
 
 def upload(api, name: str, rows) -> int:

@@ -16,6 +16,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.stack import all_events, wait_for
+
 pytestmark = pytest.mark.integration
 
 ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a, b in [(12, 45), (33, 21), (70, 19), (41, 8)]]
@@ -31,27 +33,6 @@ FAST = {
 FINISHED = ("succeeded", "failed", "cancelled", "stopped")
 # Jobs that are interrupted mid-way run this many steps, so that the interruption lands before the end.
 LONG = 16
-
-
-def wait_for(fetch, done, *, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    value = None
-    while time.monotonic() < deadline:
-        value = fetch()
-        if done(value):
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last: {value}")
-
-
-def all_events(api, job_id: int) -> list[dict]:
-    events, after = [], 0
-    while True:
-        page = api.get(f"/jobs/{job_id}/events", params={"after": after, "limit": 500}).json()["results"]
-        if not page:
-            return events
-        events.extend(page)
-        after = page[-1]["seq"]
 
 
 def assert_reported_once(events: list[dict], job: dict) -> None:

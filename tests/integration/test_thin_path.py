@@ -1,12 +1,12 @@
 """The thin path over REST against the real stack: upload → verifiers → GRPO job on the gpu queue →
 sandboxed rewards → events → checkpoint → succeeded; cancel; and what an outsider and a viewer can do."""
 
-import json
 import os
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.stack import all_events, jsonl, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -23,20 +23,6 @@ FAST = {
 }
 
 
-def jsonl(rows) -> bytes:
-    return "".join(json.dumps(r) + "\n" for r in rows).encode()
-
-
-def wait_for(fetch, done, *, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fetch()
-        if done(value):
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last: {value}")
-
-
 def upload(api, name: str, body: bytes, **fields) -> dict:
     response = api.post(
         "/datasets/uploads", data={"name": name, **fields}, files={"file": ("data.jsonl", body)}
@@ -49,16 +35,6 @@ def upload(api, name: str, body: bytes, **fields) -> dict:
         timeout_s=60,
         what="the ingest task",
     )
-
-
-def all_events(api, job_id: int) -> list[dict]:
-    events, after = [], 0
-    while True:
-        page = api.get(f"/jobs/{job_id}/events", params={"after": after, "limit": 50}).json()["results"]
-        if not page:
-            return events
-        events.extend(page)
-        after = page[-1]["seq"]
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +87,7 @@ def test_job_runs_end_to_end(stack, people, setup):
     )
     assert job["state"] == "succeeded", f"{job['error']}\n--- gpu worker ---\n{stack.log_tail('gpu')}"
 
-    events = all_events(owner, job_id)
+    events = all_events(owner, job_id, page_size=50)
     assert [e["seq"] for e in events] == list(range(1, job["last_seq"] + 1))
     kinds = {e["kind"] for e in events}
     assert {"state", "metric", "rollout", "checkpoint"} <= kinds

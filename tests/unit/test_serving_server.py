@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from gpu_jobs.serving.chat_template import render_plain
 from gpu_jobs.tiny_model import ensure_tiny_model
+from tests.stack import free_port
 
 MODEL_STORE = Path(os.environ.get("ANNEAL_MODEL_STORE", "/tmp/anneal-test/models"))
 NAME = "tiny-test"
@@ -25,16 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ["12+30=", "7+8=", "45+45=", "99+1="]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Replica:
     def __init__(self, model_dir: Path, tier: str, *extra: str) -> None:
         self.tier = tier
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         argv = [
             sys.executable,
