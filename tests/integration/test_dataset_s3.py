@@ -6,8 +6,6 @@ cache folder) reads a version through its own download, and deleting a version r
 Named users: owner (owner of Core).
 """
 
-import json
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +22,8 @@ from anneal.accounts.models import Organisation
 from anneal.accounts.services import team_create
 from anneal.datasets.models import DatasetUpload, DatasetVersion
 from anneal.datasets.services import dataset_upload_ingest, dataset_version_create_from_rows
-from anneal.datasets.storage import local_copy
+from anneal.datasets.storage import StoredFileMissing, local_copy
+from tests.stack import free_port, jsonl
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,15 +31,9 @@ BUCKET = "anneal-test"
 MAPPING = {"prompt_field": "question", "answer_field": "solution"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3_endpoint():
-    port = _free_port()
+    port = free_port()
     moto = Path(sys.executable).with_name("moto_server")
     server = subprocess.Popen(
         [str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -125,10 +118,6 @@ def upload(api, body: bytes, name: str = "rows.jsonl", **fields) -> dict:
     return response.json()
 
 
-def jsonl(rows) -> bytes:
-    return "".join(json.dumps(r) + "\n" for r in rows).encode()
-
-
 ROWS = [{"question": f"{a}+{a}=", "solution": str(2 * a)} for a in range(20)]
 
 
@@ -196,6 +185,8 @@ def test_a_split_and_a_delete_work_on_stored_versions(bucket, owner_api, setting
     eval_part = parts.get(split_role="eval")
     assert api.delete(f"/api/v1/datasets/versions/{eval_part.pk}").status_code == 204
     assert eval_part.rows_path.removeprefix(f"s3://{BUCKET}/") not in keys(bucket)
+    with pytest.raises(StoredFileMissing):
+        local_copy(eval_part.rows_path)
     assert len(keys(bucket)) == 2
 
 

@@ -91,7 +91,7 @@ def store_local_file(*, area: str, name: str, path: Path) -> str:
 
 
 def store_bytes(*, area: str, name: str, body: bytes) -> str:
-    scratch = settings.DATA_DIR / "scratch" / f"{uuid.uuid4().hex}.part"
+    scratch = settings.DATA_DIR / "work" / f"{uuid.uuid4().hex}.part"
     scratch.parent.mkdir(parents=True, exist_ok=True)
     scratch.write_bytes(body)
     return store_local_file(area=area, name=name, path=scratch)
@@ -117,30 +117,14 @@ def local_copy(location: str) -> Path:
     try:
         with _remote().open(key, "rb") as source, partial.open("wb") as out:
             shutil.copyfileobj(source, out, DOWNLOAD_CHUNK)
-    except FileNotFoundError:
+    except FileNotFoundError:  # django-storages' answer to a 404 on the object
         partial.unlink(missing_ok=True)
         raise StoredFileMissing(location) from None
-    except Exception as exc:
+    except Exception:
         partial.unlink(missing_ok=True)
-        if _is_missing_object(exc):
-            raise StoredFileMissing(location) from None
         raise
     os.replace(partial, cached)  # atomic: two workers downloading at once both end with a whole file
     return cached
-
-
-def _is_missing_object(exc: Exception) -> bool:
-    response = getattr(exc, "response", None)
-    code = (response or {}).get("Error", {}).get("Code", "") if isinstance(response, dict) else ""
-    return code in {"404", "NoSuchKey", "NotFound"}
-
-
-def exists(location: str) -> bool:
-    if not location:
-        return False
-    if location.startswith(REMOTE_SCHEME):
-        return _cache_path(_key(location)).is_file() or _remote().exists(_key(location))
-    return Path(location).is_file()
 
 
 def delete(location: str) -> None:
