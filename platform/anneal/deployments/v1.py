@@ -340,9 +340,9 @@ async def _relay_stream(
     tokens: tuple[int, int] | None = None
     chunks = 0
     buffer = b""
+    recorded = False
     try:
         async for raw in upstream.aiter_raw():
-            yield raw
             buffer += raw
             while b"\n\n" in buffer:
                 event, buffer = buffer.split(b"\n\n", 1)
@@ -358,12 +358,19 @@ async def _relay_stream(
                         continue
                     chunks += 1
                     tokens = _usage_of(payload) or tokens
+            if tokens is not None and not recorded:
+                # Metered before the client gets the usage chunk, so its next request (and the budget check)
+                # already counts this one.
+                recorded = True
+                await _record(admission, kind, True, tokens, started)
+            yield raw
     finally:
         _in_flight[admission.replica.pk] -= 1
         await upstream.aclose()
         await client.aclose()
-        # A client that hung up before the usage chunk is billed for what it received: a chunk ~ a token.
-        await _record(admission, kind, True, tokens or (0, max(0, chunks - 1)), started)
+        if not recorded:
+            # A client that hung up before the usage chunk is billed for what it received: a chunk ~ a token.
+            await _record(admission, kind, True, (0, max(0, chunks - 1)), started)
 
 
 def _relay_error(status: int, content: bytes) -> JsonResponse:
