@@ -1,21 +1,33 @@
-"""Where a training step's time goes: generation, reward (verification) and update, per reward mode.
+"""Where a training step's time goes: generation, reward (verification) and update, per reward mode, with
+and without rewards overlapped with the rest of the step.
 
     .venv/bin/python bench/train_step.py            # the demo job's spec, 12 steps per mode
     .venv/bin/python bench/train_step.py --steps 20
+    .venv/bin/python bench/train_step.py --overlap-only   # only the last two modes and the alternating run
 
 Runs the demo job's spec (gpu_jobs.addition DEMO_*: exact match plus Python tests in bubblewrap sandboxes)
-three times in one process, each time from the same tiny model with the same seed:
+five times in one process, each time from the same tiny model with the same seed:
 
 - ``sequential, every sample``: TRL calls the verifiers one after another, each scores every completion
   (how jobs ran before);
 - ``sequential, distinct``: one after another, each distinct (row, completion) pair scored once;
-- ``concurrent, distinct``: the job's default: async reward functions, all verifiers of a step in flight
-  at once (TRL gathers them), distinct pairs only.
+- ``concurrent, distinct``: async reward functions, all verifiers of a step in flight at once (TRL gathers
+  them), distinct pairs only; the step waits for them;
+- ``concurrent, distinct, overlapped``: the job's default: the same, scored on a worker thread from the
+  moment the completions are decoded while the step's forward passes run (gpu_jobs.overlap), then waited
+  for. The run is the same one (same rewards, same weights), only the timing differs;
+- ``alternating``: one more run of the last mode with every other step overlapped, printed as two rows
+  (its plain steps, its overlapped steps): a paired comparison, both kinds of step seeing the same load,
+  where the two separate runs above may have met different loads on a shared machine.
 
-Generation and reward are timed by wrapping the trainer's ``_generate`` and ``_calculate_rewards``; a
-step is the time between two metric events; update is the rest (log-probabilities, loss, backward,
-optimiser). The first two steps of each mode are left out (warm-up of the sandbox pool and the allocator).
-Medians per step, in milliseconds; the machine's load is printed, as other jobs may share the cores.
+Generation and reward are timed by wrapping the trainer's ``_generate`` and ``_calculate_rewards`` (in the
+overlapped mode the latter runs on the worker thread: its wall time); "reward wait" is how long the step
+stood waiting for the rewards (all of the reward time unless overlapped; the trainer's
+``overlap/reward_wait`` metric when overlapped). A step is the time between two metric events; update is
+the rest of it (step - generation - reward wait: log-probabilities, loss, backward, optimiser). The first
+two steps of each mode are left out (warm-up of the sandbox pool and the allocator). Medians per step, in
+milliseconds; the machine's load is printed, as other jobs may share the cores, and with only two of them
+the sandboxes and the forward pass also compete for the same CPU.
 """
 
 from __future__ import annotations
@@ -38,10 +50,13 @@ from gpu_jobs.sink import FolderCheckpointStore, ListSink  # noqa: E402
 from gpu_jobs.tiny_model import ensure_tiny_model  # noqa: E402
 
 MODES = {
-    "sequential, every sample": {"concurrent": False, "distinct": False},
-    "sequential, distinct": {"concurrent": False, "distinct": True},
-    "concurrent, distinct": {"concurrent": True, "distinct": True},
+    "sequential, every sample": {"concurrent": False, "distinct": False, "overlap": False},
+    "sequential, distinct": {"concurrent": False, "distinct": True, "overlap": False},
+    "concurrent, distinct": {"concurrent": True, "distinct": True, "overlap": False},
+    "concurrent, distinct, overlapped": {"concurrent": True, "distinct": True, "overlap": True},
 }
+# One job whose odd steps are overlapped and even ones not: a paired comparison under the same load.
+ALTERNATING = {"concurrent": True, "distinct": True, "overlap": "alternate"}
 SKIP = 2
 
 
@@ -72,8 +87,12 @@ def timed(cls: type, name: str, log: list[float]) -> None:
     setattr(cls, name, wrapper)
 
 
-def run_mode(*, store: Path, steps: int, mode: dict) -> dict[str, float]:
+def run_mode(*, store: Path, steps: int, mode: dict) -> list[dict]:
+    """One job of the demo spec in ``mode``; per step (warm-up steps left out): its time, generation,
+    reward, reward wait, sandbox runs, reward and whether its rewards were overlapped."""
     from trl import GRPOTrainer
+
+    from gpu_jobs.overlap import overlapped
 
     generation: list[float] = []
     rewards: list[float] = []
@@ -81,7 +100,13 @@ def run_mode(*, store: Path, steps: int, mode: dict) -> dict[str, float]:
     timed(GRPOTrainer, "_generate", generation)
     timed(GRPOTrainer, "_calculate_rewards", rewards)
     recorder_class = grpo.RolloutRecorder
-    grpo.RolloutRecorder = partial(recorder_class, **mode)
+    grpo.RolloutRecorder = partial(recorder_class, concurrent=mode["concurrent"], distinct=mode["distinct"])
+    trainer_class = overlapped(GRPOTrainer)
+    if mode["overlap"] == "alternate":
+        # Every other step overlapped, in one run: both kinds of step see the same load on the machine. The
+        # run is the same whichever steps are overlapped, so this changes nothing else.
+        can_overlap = trainer_class._can_overlap
+        trainer_class._can_overlap = lambda self: can_overlap(self) and self.state.global_step % 2 == 1
     sink = TimedSink()
     try:
         with tempfile.TemporaryDirectory(prefix="anneal-step-") as tmp:
@@ -89,25 +114,48 @@ def run_mode(*, store: Path, steps: int, mode: dict) -> dict[str, float]:
                 store=store, output_dir=Path(tmp) / "job", overrides={"max_steps": steps, "eval_steps": 0}
             )
             config.eval_rows = []
-            grpo.main(config, sink=sink, checkpoints=FolderCheckpointStore(Path(tmp) / "kept"))
+            grpo.main(
+                config,
+                sink=sink,
+                checkpoints=FolderCheckpointStore(Path(tmp) / "kept"),
+                overlap_rewards=bool(mode["overlap"]),
+            )
     finally:
         grpo.RolloutRecorder = recorder_class
         for name, original in originals.items():
             setattr(GRPOTrainer, name, original)
-    step_times = [b - a for a, b in zip(sink.step_ends, sink.step_ends[1:], strict=False)][SKIP - 1 :]
-    generation, rewards = generation[SKIP:], rewards[SKIP:]
-    distinct = [
-        m[key] for m in sink.of_kind("metric")[SKIP:] for key in m if key.startswith("verify_distinct/python")
-    ]
-    step = statistics.median(step_times)
-    gen, rew = statistics.median(generation), statistics.median(rewards)
-    return {
-        "step": step,
-        "generation": gen,
-        "reward": rew,
-        "update": step - gen - rew,
-        "sandbox runs": statistics.median(distinct) if distinct else float("nan"),
+        if "_can_overlap" in trainer_class.__dict__:
+            del trainer_class._can_overlap
+    metrics = [m for m in sink.of_kind("metric") if "loss" in m]
+    records = []
+    for index, metric in enumerate(metrics):
+        if index < SKIP:
+            continue
+        distinct = [value for key, value in metric.items() if key.startswith("verify_distinct/python")]
+        overlapped_step = "overlap/reward_wait" in metric
+        records.append(
+            {
+                "step": sink.step_ends[index] - sink.step_ends[index - 1],
+                "generation": generation[index],
+                "reward": rewards[index],
+                # Overlapped: the trainer times its wait for the rewards; else the step waits for them all.
+                "reward wait": metric["overlap/reward_wait"] if overlapped_step else rewards[index],
+                "sandbox runs": distinct[0] if distinct else float("nan"),
+                "overlapped": overlapped_step,
+                "reward value": metric["reward"],
+            }
+        )
+    return records
+
+
+def summary(records: list[dict]) -> dict[str, float]:
+    """Medians per step; update is the rest of the step: step - generation - reward wait."""
+    medians = {
+        key: statistics.median(r[key] for r in records)
+        for key in ("step", "generation", "reward", "reward wait", "sandbox runs")
     }
+    medians["update"] = statistics.median(r["step"] - r["generation"] - r["reward wait"] for r in records)
+    return medians
 
 
 def main() -> None:
@@ -118,23 +166,54 @@ def main() -> None:
         "--store", default=os.environ.get("ANNEAL_TEST_MODEL_STORE", "/tmp/anneal-test-models")
     )
     parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument(
+        "--overlap-only",
+        action="store_true",
+        help="only the last two modes (concurrent, distinct; the same overlapped) and the alternating run",
+    )
     args = parser.parse_args()
     store = Path(args.store)
     ensure_tiny_model(store)
-    results = {}
-    for name, mode in MODES.items():
-        results[name] = run_mode(store=store, steps=args.steps, mode=mode)
+    modes = dict(list(MODES.items())[-2:]) if args.overlap_only else MODES
+    records = {}
+    for name, mode in {**modes, "alternating": ALTERNATING}.items():
+        records[name] = run_mode(store=store, steps=args.steps, mode=mode)
         print(f"{name}: done (load average {os.getloadavg()[0]:.1f})", flush=True)
-    baseline = results["sequential, every sample"]
+    alternating = records.pop("alternating")
+    results = {name: summary(steps) for name, steps in records.items()}
+    for overlapped_step, name in (
+        (False, "alternating: plain steps"),
+        (True, "alternating: overlapped steps"),
+    ):
+        results[name] = summary([r for r in alternating if r["overlapped"] == overlapped_step])
+    baseline = next(iter(results.values()))
     print(f"\nmedian per step over steps {SKIP + 1}-{args.steps}, ms ({os.cpu_count()} cores)")
     print(
-        f"{'mode':<26} {'step':>7} {'generation':>11} {'reward':>8} {'update':>8} {'sandbox runs':>13}  vs first"
+        f"{'mode':<34} {'step':>6} {'generation':>11} {'reward':>7} {'reward wait':>12} {'update':>7} "
+        f"{'sandbox runs':>13}  vs first"
     )
     for name, r in results.items():
         print(
-            f"{name:<26} {r['step'] * 1000:7.0f} {r['generation'] * 1000:11.0f} {r['reward'] * 1000:8.0f} "
-            f"{r['update'] * 1000:8.0f} {r['sandbox runs']:13.0f}  {baseline['step'] / r['step']:.2f}x"
+            f"{name:<34} {r['step'] * 1000:6.0f} {r['generation'] * 1000:11.0f} {r['reward'] * 1000:7.0f} "
+            f"{r['reward wait'] * 1000:12.0f} {r['update'] * 1000:7.0f} {r['sandbox runs']:13.0f}  "
+            f"{baseline['step'] / r['step']:.2f}x"
         )
+    for plain_name, overlapped_name in (
+        ("concurrent, distinct", "concurrent, distinct, overlapped"),
+        ("alternating: plain steps", "alternating: overlapped steps"),
+    ):
+        plain, overlapped = results[plain_name], results[overlapped_name]
+        print(
+            f"\n{overlapped_name} vs {plain_name}: step {plain['step'] * 1000:.0f} -> "
+            f"{overlapped['step'] * 1000:.0f} ms ({plain['step'] / overlapped['step']:.2f}x); waiting for "
+            f"rewards {plain['reward wait'] * 1000:.0f} -> {overlapped['reward wait'] * 1000:.0f} ms"
+        )
+    same = (
+        [r["reward value"] for r in records["concurrent, distinct"]]
+        == [r["reward value"] for r in records["concurrent, distinct, overlapped"]]
+        == [r["reward value"] for r in alternating]
+    )
+    print(f"same reward every step, with and without overlap: {same}")
 
 
 if __name__ == "__main__":

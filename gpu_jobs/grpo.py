@@ -54,12 +54,15 @@ def main(
     sandbox: SandboxClient | None = None,
     control: JobControl | None = None,
     resume: bool = False,
+    overlap_rewards: bool = True,
 ) -> dict:
     """Run GRPO as ``config`` says and return ``{"steps", "reward", "checkpoint", "model_dir", "train_seconds"}``.
 
     Preconditions: ``config`` is valid (its ``__post_init__`` ran); ``config.model`` is "tiny" or a local
     folder ``from_pretrained`` loads; ``sandbox`` is given when a verifier runs code and a non-local sandbox
     is wanted (a local one is used otherwise). Seeded: the same config on the same machine gives the same run.
+    ``overlap_rewards``: score each step's rewards while its forward passes run (gpu_jobs.overlap); the run is
+    the same either way, only faster with it (off only to measure it, bench/train_step.py).
     """
     from datasets import Dataset
     from transformers import AutoTokenizer, set_seed
@@ -67,7 +70,7 @@ def main(
     set_seed(config.seed)
     # The web side checked the name against the store and the hub setting at launch.
     model_dir = resolve_model(config.model, store=Path(config.model_store), allow_hub=True)
-    trainer_config, trainer_class, algorithm_args = algorithm_classes(config)
+    trainer_config, trainer_class, algorithm_args = algorithm_classes(config, overlap=overlap_rewards)
     recorder = RolloutRecorder(config=config, sink=sink)
     # Each verifier scores only the rows of its domains (every row when it names none).
     scorers = {

@@ -2,6 +2,8 @@
 
 - ``algorithm`` "grpo": TRL's ``GRPOTrainer`` with the spec's ``loss_type``; "rloo": TRL's ``RLOOTrainer``
   (no loss_type: its loss is fixed). Both take the same generation, reward and optimiser settings.
+- ``overlap`` (the default): the trainer class is wrapped by ``gpu_jobs.overlap.overlapped``, which scores a
+  step's rewards (sandboxed verifiers included) while the rest of the step's forward passes run.
 - ``lora_rank`` > 0: a PEFT ``LoraConfig`` handed to the trainer, which wraps the model; checkpoints are
   saved with the adapters merged into the base weights (``save_model``) so every checkpoint is a plain model
   folder that serving and evaluation load like any other.
@@ -15,15 +17,18 @@ from typing import Any
 from gpu_jobs.config import GRPOJobConfig
 
 
-def algorithm_classes(config: GRPOJobConfig) -> tuple[type, type, dict]:
-    """(TRL config class, trainer class, extra config arguments) for ``config.algorithm``."""
+def algorithm_classes(config: GRPOJobConfig, *, overlap: bool = True) -> tuple[type, type, dict]:
+    """(TRL config class, trainer class, extra config arguments) for ``config.algorithm``; with ``overlap``
+    the trainer scores rewards while the step's other work runs, with the same results (gpu_jobs.overlap)."""
+    from gpu_jobs.overlap import overlapped
+
     if config.algorithm == "rloo":
         from trl import RLOOConfig, RLOOTrainer
 
-        return RLOOConfig, RLOOTrainer, {}
+        return RLOOConfig, overlapped(RLOOTrainer) if overlap else RLOOTrainer, {}
     from trl import GRPOConfig, GRPOTrainer
 
-    return GRPOConfig, GRPOTrainer, {"loss_type": config.loss_type}
+    return GRPOConfig, overlapped(GRPOTrainer) if overlap else GRPOTrainer, {"loss_type": config.loss_type}
 
 
 def lora_config(config: GRPOJobConfig) -> Any:
