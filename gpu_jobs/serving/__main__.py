@@ -42,10 +42,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="context window in tokens (prompt + max_tokens); default: the model's max_position_embeddings",
     )
-    parser.add_argument("--prompt-lookup-tokens", type=_positive, default=10, help="turbo: tokens proposed")
+    parser.add_argument(
+        "--prompt-lookup-tokens", type=_positive, default=32, help="turbo: most tokens proposed per step"
+    )
+    parser.add_argument(
+        "--prompt-lookup-ngram",
+        type=_positive,
+        default=3,
+        help="turbo: longest n-gram matched in the context",
+    )
     parser.add_argument("--draft-model", type=Path, default=None, help="turbo: a draft model folder")
-    parser.add_argument("--batch-window-ms", type=float, default=50.0, help="batch: how long to gather")
-    parser.add_argument("--max-batch", type=_positive, default=32, help="batch: sequences per batch")
+    parser.add_argument(
+        "--max-batch", type=_positive, default=32, help="batch: most sequences decoding together"
+    )
     parser.add_argument("--threads", type=_positive, default=None, help="torch intra-op threads")
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
@@ -76,8 +85,8 @@ def main(argv: list[str] | None = None) -> None:
             max_concurrency=args.max_concurrency,
             max_model_len=args.max_model_len,
             prompt_lookup_tokens=args.prompt_lookup_tokens,
+            prompt_lookup_ngram=args.prompt_lookup_ngram,
             draft_model=args.draft_model,
-            batch_window_s=args.batch_window_ms / 1000.0,
             max_batch=args.max_batch,
         ),
     )
