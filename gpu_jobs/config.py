@@ -216,7 +216,9 @@ class GRPOJobConfig:
             "help": 'Agentic multi-turn episodes instead of single completions: {"name": "repo_tests", '
             '"max_turns", "token_budget", "turn_tokens", "context_tokens", "observation_chars", ...} (see '
             "gpu_jobs.agent.spec). Rows then carry files and test_files; the reward is the final state's "
-            "tests; verifiers become optional extras scored on the model's own text. None: single-turn."
+            "tests; verifiers become optional extras scored on the model's own text. warmup_sft_steps > 0: "
+            "supervised steps on scripted traces of held-out pack tasks first (gpu_jobs.agent.warmup), for a "
+            "model that never writes a tool call. None: single-turn."
         },
     )
 

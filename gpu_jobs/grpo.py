@@ -85,8 +85,11 @@ def main(
     )
     # Jobs with an environment run multi-turn episodes through TRL's rollout_func (gpu_jobs.agent.training).
     agent = agent_rollouts(config, sink=sink, step_metrics=recorder.step_metrics)
+    start_dir = model_dir
     if agent is not None:
         reward_funcs, dataset = agent.reward_funcs, agent.dataset()
+        # A supervised warm-up on scripted traces first, when the environment asks for one.
+        start_dir = agent.start_model(model_dir, resume=resume)
     output_dir = Path(config.output_dir)
     args = trainer_config(
         output_dir=str(output_dir / "trainer"),
@@ -128,7 +131,7 @@ def main(
     )
     stopper = control_callback(control or NoControl())
     trainer = trainer_class(
-        model=str(model_dir),
+        model=str(start_dir),
         peft_config=lora_config(config),
         reward_funcs=reward_funcs,
         args=args,

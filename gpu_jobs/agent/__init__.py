@@ -4,5 +4,6 @@ Modules: ``tools`` (the tools, their schemas, the plain-text call format and its
 ``environment`` option, torch-free), ``patching`` (a unified-diff applier that runs inside the sandbox),
 ``environment`` (a task row's files in a ``sandboxes.session.SandboxSession``, the tools, the final-state
 verifier), ``episode`` (the turn loop: limits, truncation, running summary, trace, reward), ``training``
-(multi-turn GRPO through TRL's ``rollout_func``), ``taskpack`` (the repo-fix pack).
+(multi-turn GRPO through TRL's ``rollout_func``), ``generation`` (turns through transformers or vLLM), ``warmup``
+(supervised warm-up on scripted traces), ``taskpack`` (the repo-fix pack).
 """

@@ -8,12 +8,15 @@ Reward of an episode, computed on its final state: ``tests_weight * tests + form
 - turn_penalty * turns``, or ``formula`` over the same names (the formula language of composite verifiers):
 tests = share of the task's tests passing at the end, format = share of turns with a well-formed tool call,
 turns = model turns taken, finished = 1 when the model called finish, solved = 1 when every test passes.
+
+Warm-up (``warmup_sft_steps`` > 0): before GRPO, supervised steps on scripted traces of task-pack tasks the
+job's rows do not hold (gpu_jobs.agent.warmup), so a model that never writes a tool call starts with some.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 ENVIRONMENT_NAMES = ("repo_tests",)
 TOOL_FORMATS = ("auto", "plain", "chat_template")
@@ -37,17 +40,36 @@ class EnvironmentSpec:
     turn_penalty: float = 0.0
     formula: str = ""  # instead of the weighted sum, e.g. "tests * (1 - 0.05 * turns)"
     system_prompt: str = ""  # replaces the default system message and its tool instructions (small models)
+    warmup_sft_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Supervised steps before GRPO on scripted traces (run the tests, read the module, apply "
+            "the fix, run the tests, finish) of task-pack tasks the job's rows do not hold, rendered in the "
+            "job's tool-call format, with the loss on the model's own turns only. For a model that never "
+            "writes a well-formed tool call (its reward would be flat). 0: none."
+        },
+    )
+    warmup_sft_learning_rate: float = field(
+        default=1e-4,
+        metadata={
+            "help": "Learning rate of the warm-up (AdamW; a short ramp, a linear decay over the last quarter)."
+        },
+    )
+    warmup_sft_batch_size: int = field(
+        default=8, metadata={"help": "Traces (conversation segments) per warm-up step."}
+    )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 _INTS = {"max_turns": 1, "turn_tokens": 1, "token_budget": 1, "context_tokens": 16, "observation_chars": 16,
-         "tmpfs_mb": 4}  # fmt: skip
+         "tmpfs_mb": 4, "warmup_sft_steps": 0, "warmup_sft_batch_size": 1}  # fmt: skip
 _NUMBERS = ("tool_timeout_s", "episode_timeout_s")
 _WEIGHTS = ("tests_weight", "format_weight", "turn_penalty")
 MAX_TOOL_TIMEOUT_S = 60.0
 MAX_SYSTEM_PROMPT_CHARS = 4000
+MAX_WARMUP_SFT_STEPS = 10000
 
 
 def validate_environment(value: object) -> EnvironmentSpec:
@@ -80,6 +102,14 @@ def validate_environment(value: object) -> EnvironmentSpec:
                 )
             if key in _WEIGHTS and v < 0:
                 raise ValueError(f"environment.{key}: must be >= 0, got {v}")
+    if value.get("warmup_sft_steps", 0) > MAX_WARMUP_SFT_STEPS:
+        raise ValueError(f"environment.warmup_sft_steps: at most {MAX_WARMUP_SFT_STEPS}")
+    if "warmup_sft_learning_rate" in value:
+        v = value["warmup_sft_learning_rate"]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or not 0 < v <= 1:
+            raise ValueError(
+                f"environment.warmup_sft_learning_rate: must be a number above 0, at most 1, got {v!r}"
+            )
     fmt = value.get("tool_format", "auto")
     if fmt not in TOOL_FORMATS:
         raise ValueError(f"environment.tool_format: must be one of {', '.join(TOOL_FORMATS)}, got {fmt!r}")
@@ -132,7 +162,14 @@ def check_job_environment(config: object) -> dict:
     for name, used in unsupported.items():
         if used:
             raise ValueError(f"{name}: not supported with an environment yet; leave it at its default")
-    if hasattr(config, "use_vllm"):
-        # Episodes generate turn by turn through transformers (gpu_jobs.agent.training); vLLM is not wired in.
-        config.use_vllm = False
+    if spec.warmup_sft_steps:
+        from gpu_jobs.agent.warmup import held_out_rows
+
+        if not held_out_rows(config.rows):
+            raise ValueError(
+                "environment.warmup_sft_steps: the warm-up trains on task-pack tasks the job's rows do not "
+                "hold, and the rows hold every one; train on fewer pack tasks or set warmup_sft_steps to 0"
+            )
+    # use_vllm and device apply as for single-turn jobs (gpu_jobs.device): episodes generate through the
+    # trainer's vLLM on a CUDA host (gpu_jobs.agent.training.VLLMTurns), with transformers elsewhere.
     return spec.to_dict()

@@ -7,7 +7,12 @@ token ids). Anneal uses ``rollout_func``: it works with the tiny model's plain t
 models, and keeps every limit of gpu_jobs.agent.episode.
 
 Per batch, the episodes of all its prompts run in lockstep: each turn, the contexts of the episodes still
-running are generated in one batched ``generate`` call, then each tool call runs in that episode's sandbox.
+running are generated in one batched call, then each tool call runs in that episode's sandbox. The call goes
+to the trainer's vLLM when the job runs with it (``use_vllm`` on a CUDA host, gpu_jobs.device: TRL syncs the
+weights into vLLM before each ``rollout_func`` call; ``VLLMTurns``), else to the model's own ``generate``
+(``TransformersTurns``). With vLLM the sampled tokens' log-probabilities go back to TRL for its importance
+sampling correction (0 on observation tokens, which carry no loss). Several processes (accelerate) with vLLM in
+server mode or tensor parallel would need every rank to make the same number of turn calls: not handled yet.
 What is trained on: the prompt is the context the last segment started from (the task, or the task with the
 running summary once one replaced earlier turns), the completion is everything after it; ``env_mask`` is 1 on
 the model's own tokens and 0 on the observations, so only the model's tokens carry loss. Turns before a
@@ -26,9 +31,11 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpu_jobs.agent.episode import Episode, EpisodeResult
+from gpu_jobs.agent.generation import TransformersTurns, VLLMTurns, turn_generator
 from gpu_jobs.agent.spec import EnvironmentSpec, validate_environment
 from gpu_jobs.agent.tools import tool_schemas
 from gpu_jobs.rewards import build_scorer
@@ -139,6 +146,7 @@ class _Track:
     prompt_ids: list[int]
     completion_ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
+    logprobs: list[float | None] = field(default_factory=list)
     summaries: int = 0
 
 
@@ -166,8 +174,29 @@ class AgentRollouts:
         self.scorers = {v["name"]: build_scorer(v["spec"]) for v in config.verifiers}
         self.weights = {v["name"]: float(v["weight"]) for v in config.verifiers}
         self.renderer: PlainRenderer | None = None
+        self.warmup: dict | None = None  # what the supervised warm-up did, when the environment asked for one
         # Sandboxes for the next batch's episodes start while the trainer works on this one's.
         self.sessions: SessionPool | None = None
+
+    def start_model(self, model_dir: Path, *, resume: bool = False) -> Path:
+        """The folder GRPO starts from: `model_dir`, or the model after the supervised warm-up on scripted
+        traces when the environment asks for one (gpu_jobs.agent.warmup); the warm-up is reported as a log."""
+        if not self.spec.warmup_sft_steps:
+            return model_dir
+        from gpu_jobs.agent.warmup import warm_up_model, warmup_message
+        from gpu_jobs.device import HostInfo, resolve_device
+
+        folder, self.warmup = warm_up_model(
+            model_dir=model_dir,
+            output_dir=Path(self.config.output_dir),
+            spec=self.spec,
+            rows=self.rows,
+            device=resolve_device(self.config.device, HostInfo.detect()),
+            seed=self.config.seed,
+            resume=resume,
+        )
+        self.sink.emit("log", {"message": warmup_message(self.warmup)})
+        return folder
 
     # What grpo.main hands to TRL --------------------------------------------------------------------------
 
@@ -198,11 +227,7 @@ class AgentRollouts:
 
     def rollout_func(self, prompts: list, trainer: Any) -> dict:
         """One episode per prompt (TRL has already repeated each prompt num_generations times)."""
-        import torch
-
         tokenizer = trainer.processing_class
-        if self.renderer is None:
-            self.renderer = make_renderer(tokenizer, self.spec)
         model = trainer.accelerator.unwrap_model(trainer.model)
         positions = getattr(model.config, "max_position_embeddings", None)
         if positions is not None and self.spec.context_tokens > positions:
@@ -210,16 +235,26 @@ class AgentRollouts:
                 f"environment.context_tokens: {self.spec.context_tokens} is more than the model's "
                 f"{positions} positions; lower it"
             )
-        indices = [_row_index(prompt) for prompt in prompts]
+        generator = turn_generator(trainer, model, tokenizer)
+        step = trainer.state.global_step + 1
+        return self.run_episodes([_row_index(prompt) for prompt in prompts], tokenizer, generator, step=step)
+
+    def run_episodes(
+        self, indices: list[int], tokenizer: Any, generator: TransformersTurns | VLLMTurns, *, step: int
+    ) -> dict:
+        """One episode for each row index, in lockstep; what rollout_func returns to TRL. The results stay in
+        ``self.results`` (by the returned ``agent_episode`` ids) until the next call."""
+        if self.renderer is None:
+            self.renderer = make_renderer(tokenizer, self.spec)
         if self.sessions is None:
             self.sessions = SessionPool(size=min(len(indices), MAX_PRESTARTED), tmpfs_mb=self.spec.tmpfs_mb)
-        step = trainer.state.global_step + 1
         started = time.monotonic()
         # The previous batch's rewards were computed before this call: only this batch's episodes are kept.
         self.results.clear()
         self.texts.clear()
         tracks: list[_Track] = []
         generation_s = 0.0
+        with_logprobs = False
         # Sandbox work (starting sessions, tool calls, verification) of different episodes runs side by side.
         with ThreadPoolExecutor(max_workers=SANDBOX_THREADS) as pool:
             try:
@@ -233,7 +268,8 @@ class AgentRollouts:
                     if not active:
                         break
                     t0 = time.monotonic()
-                    outputs = self._generate(model, tokenizer, active, trainer, torch)
+                    outputs, logprobs = self._generate(generator, tokenizer, active)
+                    with_logprobs = with_logprobs or logprobs is not None
                     spent = time.monotonic() - t0
                     generation_s += spent
                     texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in outputs]
@@ -247,8 +283,8 @@ class AgentRollouts:
                             lambda call: call[0].episode.record(call[1], call[2], generation_s=call[3]), calls
                         )
                     )
-                    for track, ids, before in zip(active, outputs, befores, strict=True):
-                        self._append_turn(track, ids, before)
+                    for i, (track, ids, before) in enumerate(zip(active, outputs, befores, strict=True)):
+                        self._append_turn(track, ids, before, None if logprobs is None else logprobs[i])
             except BaseException:
                 for track in tracks:
                     track.episode.abandon()
@@ -263,16 +299,17 @@ class AgentRollouts:
         self._metrics(step, results, generation_s, time.monotonic() - started)
         self._emit(step, results, indices)
         eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
-        completion_ids, masks = [], []
+        completion_ids, masks, logprob_lists = [], [], []
         for track in tracks:
             if not track.completion_ids:  # TRL needs a token; this one is not trained on
-                track.completion_ids, track.mask = [eos], [0]
+                track.completion_ids, track.mask, track.logprobs = [eos], [0], [0.0]
             completion_ids.append(track.completion_ids)
             masks.append(track.mask)
+            logprob_lists.append(track.logprobs)
         return {
             "prompt_ids": [track.prompt_ids for track in tracks],
             "completion_ids": completion_ids,
-            "logprobs": None,
+            "logprobs": logprob_lists if with_logprobs else None,
             "env_mask": masks,
             "agent_episode": ids,
         }
@@ -304,63 +341,49 @@ class AgentRollouts:
             # A new segment: the first turn, or a running summary replaced the turns so far.
             assert self.renderer is not None
             track.prompt_ids = self.renderer.ids(context)
-            track.completion_ids, track.mask, track.summaries = [], [], episode.summaries
+            track.completion_ids, track.mask, track.logprobs = [], [], []
+            track.summaries = episode.summaries
         if episode.turn_tokens() <= 0:
             episode.end_reason = "token_budget"
             return False
         return True
 
     def _generate(
-        self, model: Any, tokenizer: Any, active: list[_Track], trainer: Any, torch: Any
-    ) -> list[list[int]]:
+        self, generator: TransformersTurns | VLLMTurns, tokenizer: Any, active: list[_Track]
+    ) -> tuple[list[list[int]], list[list[float | None]] | None]:
+        """Each active episode's turn: its tokens (within its budget, up to EOS or the end of its first tool
+        call) and, from vLLM, their log-probabilities."""
         inputs = [track.prompt_ids + track.completion_ids for track in active]
-        longest = max(len(ids) for ids in inputs)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        device = next(model.parameters()).device
-        input_ids = torch.tensor([[pad] * (longest - len(ids)) + ids for ids in inputs], device=device)
-        attention = torch.tensor(
-            [[0] * (longest - len(ids)) + [1] * len(ids) for ids in inputs], device=device
-        )
         new_tokens = max(track.episode.turn_tokens() for track in active)
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.no_grad():
-                out = model.generate(
-                    input_ids=input_ids,
-                    attention_mask=attention,
-                    max_new_tokens=new_tokens,
-                    do_sample=True,
-                    temperature=trainer.args.temperature,
-                    top_p=1.0,
-                    top_k=0,
-                    pad_token_id=pad,
-                    eos_token_id=tokenizer.eos_token_id,
-                )
-        finally:
-            model.train(was_training)
-        generated = out[:, longest:].tolist()
-        results = []
-        for track, ids in zip(active, generated, strict=True):
+        generated, logprobs = generator.generate(inputs, new_tokens)
+        results, kept = [], []
+        for i, (track, ids) in enumerate(zip(active, generated, strict=True)):
             ids = ids[: track.episode.turn_tokens()]
             if tokenizer.eos_token_id in ids:
                 ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
-            results.append(_cut_after_call(ids, tokenizer))
-        return results
+            ids = _cut_after_call(ids, tokenizer)
+            results.append(ids)
+            if logprobs is not None:
+                kept.append(list(logprobs[i][: len(ids)]))
+        return results, (kept if logprobs is not None else None)
 
     def _before(self, track: _Track, text: str, ids: list[int], tokenizer: Any) -> list[dict]:
         """The conversation up to and including the model's new turn (before its observation)."""
         ended = bool(ids) and ids[-1] == tokenizer.eos_token_id
         return [*track.episode.messages, {"role": "assistant", "content": text, "ended_with_eos": ended}]
 
-    def _append_turn(self, track: _Track, ids: list[int], before: list[dict]) -> None:
+    def _append_turn(
+        self, track: _Track, ids: list[int], before: list[dict], logprobs: list[float | None] | None = None
+    ) -> None:
         """The turn's tokens (trained on) and its observation's (not) join the episode's segment."""
         track.completion_ids += ids
         track.mask += [1] * len(ids)
+        track.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
         assert self.renderer is not None
         observation = self.renderer.observation_ids(before, track.episode.messages[-1])
         track.completion_ids += observation
         track.mask += [0] * len(observation)
+        track.logprobs += [0.0] * len(observation)
 
     # Rewards, metrics, rollout events -----------------------------------------------------------------------
 
@@ -382,6 +405,8 @@ class AgentRollouts:
         metrics["pass_rate"] = sum(r.parts["solved"] for r in results) / n
         metrics["episode/turns"] = sum(r.parts["turns"] for r in results) / n
         metrics["episode/format"] = sum(r.parts["format"] for r in results) / n
+        # Episodes with at least one well-formed tool call: what a warm-up (gpu_jobs.agent.warmup) is for.
+        metrics["episode/called_tools"] = sum(any(s.action for s in r.steps) for r in results) / n
         metrics["episode/summaries"] = sum(r.summaries for r in results) / n
         for reason in {r.end_reason for r in results}:
             metrics[f"episode/end/{reason}"] = sum(r.end_reason == reason for r in results) / n

@@ -1,0 +1,133 @@
+"""The supervised warm-up on scripted traces: held-out tasks, traces rendered as the rollouts render them with
+the loss on the model's own turns only, and a short agent job on the tiny model that, warmed up, writes tool
+calls and gets a reward that differs within a group (GRPO's signal; without the warm-up it is flat)."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpu_jobs.agent.spec import validate_environment
+from gpu_jobs.agent.taskpack import pack_rows
+from gpu_jobs.agent.tools import parse_turn
+from gpu_jobs.config import GRPOJobConfig
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+MODEL_STORE = Path(os.environ.get("ANNEAL_TEST_MODEL_STORE", "/tmp/anneal-test-models"))
+# The tiny model: 512 positions, one token per character. A run_tests turn ("Run the tests.\n<tool>...</tool>")
+# is 65 characters; read_file and apply_patch turns do not fit 72 and are left out of its traces.
+ENVIRONMENT = {
+    "max_turns": 4,
+    "turn_tokens": 72,
+    "token_budget": 288,
+    "context_tokens": 460,
+    "observation_chars": 120,
+    "system_prompt": "Fix it.",
+    "format_weight": 0.1,
+}
+WARMUP = {"warmup_sft_steps": 200, "warmup_sft_learning_rate": 5e-3, "warmup_sft_batch_size": 4}
+JOB_TASKS = 4  # the job trains on the first 4 pack tasks; the warm-up on the other 29
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"warmup_sft_steps": -1}, "environment.warmup_sft_steps: must be a whole number >= 0"),
+        ({"warmup_sft_steps": "10"}, "environment.warmup_sft_steps: must be a whole number"),
+        ({"warmup_sft_steps": 10**6}, "environment.warmup_sft_steps: at most"),
+        ({"warmup_sft_learning_rate": 0}, "environment.warmup_sft_learning_rate: must be a number above 0"),
+        ({"warmup_sft_learning_rate": "fast"}, "environment.warmup_sft_learning_rate:"),
+        ({"warmup_sft_batch_size": 0}, "environment.warmup_sft_batch_size: must be a whole number >= 1"),
+    ],
+)
+def test_bad_warmup_options_name_the_key(value, message):
+    with pytest.raises(ValueError) as error:
+        validate_environment(value)
+    assert str(error.value).startswith(message)
+
+
+def test_the_warmup_trains_on_pack_tasks_the_job_does_not_hold(tmp_path):
+    from gpu_jobs.agent.warmup import held_out_rows
+
+    rows = pack_rows(limit=JOB_TASKS)
+    held = held_out_rows(rows)
+    assert len(held) == len(pack_rows()) - JOB_TASKS
+    assert not {r["task"] for r in held} & {r["task"] for r in rows}
+    # A row with a pack task's files but without its name is still recognised.
+    anonymous = [{k: v for k, v in row.items() if k != "task"} for row in rows]
+    assert {r["task"] for r in held_out_rows(anonymous)} == {r["task"] for r in held}
+    with pytest.raises(ValueError, match="^environment.warmup_sft_steps: .*every one"):
+        GRPOJobConfig(
+            model_store=str(MODEL_STORE), output_dir=str(tmp_path), rows=pack_rows(), verifiers=[],
+            environment={**ENVIRONMENT, **WARMUP},
+        )  # fmt: skip
+
+
+def test_a_scripted_trace_is_the_conversation_a_rollout_sees_with_only_the_models_turns_trained():
+    from transformers import AutoTokenizer
+
+    from gpu_jobs.agent.training import make_renderer
+    from gpu_jobs.agent.warmup import trace_examples
+    from gpu_jobs.tiny_model import ensure_tiny_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model(MODEL_STORE))
+    row = pack_rows()[JOB_TASKS]
+    # Room for every turn: the scripted fix is played whole, in one segment, and solves the task.
+    roomy = validate_environment({"turn_tokens": 2000, "token_budget": 8000, "context_tokens": 20000})
+    renderer = make_renderer(tokenizer, roomy)
+    (example,), info = trace_examples(row, roomy, renderer)
+    assert info == {"turns": 5, "skipped": 0, "reward": 1.0}
+    own = tokenizer.decode([t for t, m in zip(example.ids, example.mask, strict=True) if m])
+    names = [parse_turn(part + "</tool>").call.name for part in own.split("</tool>")[:-1]]
+    assert names == ["run_tests", "read_file", "apply_patch", "run_tests", "finish"]
+    seen = tokenizer.decode([t for t, m in zip(example.ids, example.mask, strict=True) if not m])
+    assert seen.startswith("You fix bugs") and "FAIL" in seen and "<observation>" in seen
+    # The tiny model's budget: turns that do not fit are left out, and summaries start new segments.
+    tight = validate_environment(ENVIRONMENT)
+    examples, info = trace_examples(row, tight, make_renderer(tokenizer, tight))
+    assert info["skipped"] == 2 and info["turns"] == 3  # run_tests, run_tests, finish
+    assert len(examples) >= 2 and all(len(e.ids) <= tight.context_tokens for e in examples)
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    from gpu_jobs.grpo import main
+    from gpu_jobs.sink import FolderCheckpointStore, ListSink
+
+    output_dir = tmp_path_factory.mktemp("agent-warmup")
+    config = GRPOJobConfig(
+        model_store=str(MODEL_STORE),
+        output_dir=str(output_dir),
+        rows=pack_rows(limit=JOB_TASKS),
+        verifiers=[],
+        environment={**ENVIRONMENT, **WARMUP},
+        max_steps=2,
+        num_generations=4,
+        prompts_per_step=2,
+        temperature=0.7,
+        seed=3,
+        rollouts_per_step=4,
+    )
+    sink = ListSink()
+    summary = main(config, sink=sink, checkpoints=FolderCheckpointStore(output_dir / "kept"))
+    return summary, sink, output_dir
+
+
+def test_after_the_warmup_the_tiny_model_calls_tools_and_the_reward_is_no_longer_flat(job):
+    summary, sink, output_dir = job
+    assert summary["steps"] == 2 and sink.of_kind("checkpoint")
+    (log,) = [e["message"] for e in sink.of_kind("log") if e["message"].startswith("warm-up:")]
+    assert f"{len(pack_rows()) - JOB_TASKS} held-out pack tasks" in log
+    assert (output_dir / "warmup-model" / "anneal_warmup.json").is_file()
+    metrics = [m for m in sink.of_kind("metric") if "episode/turns" in m]
+    assert len(metrics) == 2
+    assert max(m["episode/called_tools"] for m in metrics) > 0
+    assert max(m["episode/format"] for m in metrics) > 0
+    # Some group's episodes earned different rewards: an advantage that is not zero.
+    assert min(m["frac_reward_zero_std"] for m in metrics) < 1
+    assert max(m["reward_std"] for m in metrics) > 0
+    rollouts = sink.of_kind("rollout")
+    called = [t for r in rollouts for t in r["turns"] if t["action"]]
+    assert called
