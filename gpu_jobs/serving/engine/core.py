@@ -78,13 +78,16 @@ class Engine:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        torch.set_grad_enabled(False)
+        # Weights that need no gradient, rather than torch.set_grad_enabled(False): that is the calling
+        # thread's state, and a test (or any caller) loading in its own thread would keep it afterwards.
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch.float32).eval()
+        self.model.requires_grad_(False)
         if self.config.draft_model is not None:
             self.assistant = AutoModelForCausalLM.from_pretrained(
                 self.config.draft_model, dtype=torch.float32
             ).eval()
+            self.assistant.requires_grad_(False)
         limit = int(getattr(self.model.config, "max_position_embeddings", 0) or 2048)
         if self.config.max_model_len:
             limit = min(limit, self.config.max_model_len)
