@@ -17,7 +17,9 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(10, 18) for b in range(20, 24)]
+# Answers of six characters, which four completion tokens can never match: every group's rewards are all 0,
+# so the trainer's no_signal alarm is certain, whatever the seeded run's numbers on this machine's CPU.
+ROWS = [{"prompt": f"{a}+{b}=", "answer": f"sum={a + b}"} for a in range(10, 18) for b in range(20, 24)]
 
 
 @pytest.fixture()
@@ -69,8 +71,7 @@ def test_job_page_receives_live_updates(stack, launched_job):
         expect(page.locator("#reward-chart .main-svg").first).to_be_attached(timeout=30_000)
         expect(page.locator("#job-state")).to_have_text("succeeded", timeout=180_000)
         expect(page.locator("#progress-text")).to_have_text("step 25 / 25")
-        # This small seeded job collapses to empty answers, so its groups stop giving any learning signal:
-        # the page shows the alarm the trainer raised.
+        # Its groups give no learning signal (see ROWS): the page shows the alarm the trainer raised.
         expect(page.locator("#job-alarms")).to_be_visible()
         expect(page.locator("#alarm-list")).to_contain_text("no_signal")
         page.screenshot(path=str(stack.workdir / "job-page.png"), full_page=True)
