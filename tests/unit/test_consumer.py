@@ -252,3 +252,23 @@ def _store_without_broadcast(job: Job, count: int, *, kind: str = "log") -> list
         for i in range(count)
     ]
     return [event.as_message() for event in JobEvent.objects.bulk_create(events)]
+
+
+def test_a_nul_character_in_a_rollout_is_stored_as_the_replacement_character(world):
+    # A byte-level model can sample NUL, and a sandbox can print it; PostgreSQL's jsonb refuses \u0000.
+    # A literal backslash-u0000 typed as text is not a NUL and stays as it was.
+    job = world["job"]
+    payload = {
+        "step": 1,
+        "completion": "\x0042\x00",
+        "output": {"\x00key": ["a\x00"]},
+        "text": "\\u0000 stays",
+    }
+    job_events_record(job_id=job.pk, events=[("rollout", payload)])
+    stored = JobEvent.objects.get(job=job, kind="rollout").payload
+    assert stored == {
+        "step": 1,
+        "completion": "\ufffd42\ufffd",
+        "output": {"\ufffdkey": ["a\ufffd"]},
+        "text": "\\u0000 stays",
+    }
