@@ -6,7 +6,7 @@ samples episodes on the first --tasks pack tasks (the job's rows) before and aft
 episodes with at least one well-formed tool call, the share of turns with one (format), the mean reward
 (tests + 0.1 * format), the share of groups whose rewards differ (GRPO's signal), and the warm-up's time.
 
-Run: .venv/bin/python bench/agent_warmup.py [--tasks 4] [--samples 8] [--steps 200] [--lr 5e-3] [--batch 4]
+Run: .venv/bin/python bench/agent_warmup.py [--tasks 4] [--samples 8] [--steps 200] [--lr 2e-3] [--batch 4]
      [--temperature 0.7]
 """
 
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=4, help="the job's rows: the first N pack tasks")
     parser.add_argument("--samples", type=int, default=8, help="episodes per task (a GRPO group)")
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--lr", type=float, default=5e-3)
+    parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--seed", type=int, default=0)

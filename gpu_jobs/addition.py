@@ -82,19 +82,20 @@ def greedy_accuracy(
 
 # The demo job (`make demo` seeds it; bench/learning.py runs the same spec in-process): what it trains on,
 # what scores it, and its hyper-parameters. Kept here, free of Django, so that both use one definition.
-DEMO_TRAIN_ROWS = {"n": 512, "seed": 1, "split": "train"}
+DEMO_TRAIN_ROWS = {"n": 4096, "seed": 1, "split": "train"}
 DEMO_EVAL_ROWS = {"n": 200, "seed": 2, "split": "test"}
 DEMO_VERIFIERS = {
     "exact answer": ({"type": "exact_match", "reference_field": "answer"}, 1.0),
     "python tests": ({"type": "python_tests", "tests_field": "tests", "scoring": "all_or_nothing"}, 0.5),
 }
-# Many prompts a step and a gentle learning rate: on the warmed-up tiny model, 16 prompts or a learning rate
-# of 1e-4 and above made held-out accuracy fall, 32 prompts at 3e-5 raised it (by 2-4 points: the goal of
-# +20 is not met yet; bench/learning.py measures it).
+# 32 prompts x 8 completions at lr 1e-4 (constant), 4,096 training sums: from the tiny model's 55% start,
+# held-out accuracy passes +20 points within ~25 steps and ends near 80% (bench/learning.py; README). From
+# other starts in the warm-up's band it gains as much: 33.5% -> 59% and 66.5% -> 87% in 50 steps. With 512
+# training sums the policy memorises them (sampled reward 0.96) and held-out accuracy levels off lower.
 DEMO_PARAMS = {
-    "max_steps": 80,
+    "max_steps": 200,
     "prompts_per_step": 32,
     "num_generations": 8,
-    "learning_rate": 3e-5,
-    "eval_steps": 20,
+    "learning_rate": 1e-4,
+    "eval_steps": 25,
 }

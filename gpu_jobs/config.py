@@ -38,7 +38,7 @@ class GRPOJobConfig:
     )
     model_store: str = field(
         metadata={
-            "help": "Folder where built models live; the tiny model is built there on first use (~20 s)."
+            "help": "Folder where built models live; the tiny model is built there on first use (~40 s)."
         }
     )
     output_dir: str = field(

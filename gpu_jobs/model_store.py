@@ -51,8 +51,8 @@ def list_models(store: Path) -> list[ModelInfo]:
         ModelInfo(
             name=TINY,
             kind="built-in",
-            description="Tiny Qwen2-style model (0.46M parameters) with a character tokenizer, warmed up on "
-            "two-digit addition; built locally in ~20 s on first use. Learns on 2 CPU cores.",
+            description="Tiny Qwen2-style model (0.89M parameters) with a character tokenizer, warmed up on "
+            "two-digit addition; built locally in ~40 s on first use. Learns on 2 CPU cores.",
             ready=tiny_model_dir(store).is_dir(),
         ),
         ModelInfo(

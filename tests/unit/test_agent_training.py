@@ -96,9 +96,11 @@ def test_only_the_models_own_tokens_are_marked_for_training(tmp_path):
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    # Context for two 24-token turns and their observations: every episode has turns to mask, whatever the
+    # model writes.
     config = GRPOJobConfig(
         model_store=str(MODEL_STORE), output_dir=str(tmp_path), rows=pack_rows(limit=2), verifiers=[],
-        environment={**ENVIRONMENT, "context_tokens": 420}, prompts_per_step=2, num_generations=2,
+        environment={**ENVIRONMENT, "context_tokens": 440}, prompts_per_step=2, num_generations=2,
     )  # fmt: skip
     sink = ListSink()
     agent = AgentRollouts(config=config, sink=sink)

@@ -27,7 +27,7 @@ ENVIRONMENT = {
     "system_prompt": "Fix it.",
     "format_weight": 0.1,
 }
-WARMUP = {"warmup_sft_steps": 200, "warmup_sft_learning_rate": 5e-3, "warmup_sft_batch_size": 4}
+WARMUP = {"warmup_sft_steps": 200, "warmup_sft_learning_rate": 2e-3, "warmup_sft_batch_size": 4}
 JOB_TASKS = 4  # the job trains on the first 4 pack tasks; the warm-up on the other 29
 
 
