@@ -23,22 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
 from gpu_jobs.agent.generation import TransformersTurns  # noqa: E402
+from gpu_jobs.agent.spec import TINY_MODEL_ENVIRONMENT as ENVIRONMENT  # noqa: E402
 from gpu_jobs.agent.taskpack import pack_rows  # noqa: E402
 from gpu_jobs.agent.training import AgentRollouts  # noqa: E402
 from gpu_jobs.config import GRPOJobConfig  # noqa: E402
 from gpu_jobs.sink import ListSink  # noqa: E402
 from gpu_jobs.tiny_model import ensure_tiny_model  # noqa: E402
-
-# The tiny model has 512 positions and one token per character: a short system prompt, small observations.
-ENVIRONMENT = {
-    "max_turns": 4,
-    "turn_tokens": 72,
-    "token_budget": 288,
-    "context_tokens": 460,
-    "observation_chars": 120,
-    "system_prompt": "Fix it.",
-    "format_weight": 0.1,
-}
 
 
 def sample(model_dir: Path, config: GRPOJobConfig, samples: int, seed: int, temperature: float) -> dict:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_jobs.agent.spec import TINY_MODEL_ENVIRONMENT as ENVIRONMENT
 from gpu_jobs.agent.spec import validate_environment
 from gpu_jobs.agent.taskpack import pack_rows
 from gpu_jobs.agent.tools import parse_turn
@@ -16,17 +17,6 @@ from gpu_jobs.config import GRPOJobConfig
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 MODEL_STORE = Path(os.environ.get("ANNEAL_TEST_MODEL_STORE", "/tmp/anneal-test-models"))
-# The tiny model: 512 positions, one token per character. A run_tests turn ("Run the tests.\n<tool>...</tool>")
-# is 65 characters; read_file and apply_patch turns do not fit 72 and are left out of its traces.
-ENVIRONMENT = {
-    "max_turns": 4,
-    "turn_tokens": 72,
-    "token_budget": 288,
-    "context_tokens": 460,
-    "observation_chars": 120,
-    "system_prompt": "Fix it.",
-    "format_weight": 0.1,
-}
 WARMUP = {"warmup_sft_steps": 200, "warmup_sft_learning_rate": 2e-3, "warmup_sft_batch_size": 4}
 JOB_TASKS = 4  # the job trains on the first 4 pack tasks; the warm-up on the other 29
 
