@@ -13,11 +13,11 @@ model folder. The build is seeded and needs no network:
 
 Why stop on a measured accuracy rather than after a fixed number of steps: the warm-up crosses a sharp
 transition (from ~10% to ~60% in under 100 steps), and where a fixed step count lands on it depends on
-tiny numeric differences (torch threads, CPU): the same 400-step recipe gave 59.5% on one run and 13.5% on
+small differences between runs: a 400-step schedule decaying to 0 gave 59.5% on one run and 13.5% on
 another. GRPO needs a start inside the band: from ~10% it has almost no signal and does not move, and a
 model warmed up much further (2 layers, 46-71%, the earlier ``tiny-v2``) only pattern-matches, so RL
 updates on some sums disturb the others and held-out accuracy falls. Four layers stopped on the target
-learn under GRPO: the demo job takes held-out accuracy from ~55% to ~78% (bench/learning.py, README).
+learn under GRPO: the demo job takes held-out accuracy from 55% to 82% (bench/learning.py, README).
 
 The folder also holds ``anneal_recipe.json``: the recipe, the seed, the steps the warm-up took and the
 measured accuracies.
