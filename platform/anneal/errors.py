@@ -16,3 +16,35 @@ def _describe(error: dict) -> str:
     if "row" in error:
         where = f"row {error['row']}, {where}" if where else f"row {error['row']}"
     return f"{where}: {error['message']}" if where else error["message"]
+
+
+NUL_MESSAGE = "Null characters are not allowed."  # Django's and DRF's wording for the same refusal
+
+
+def reject_nul(value: object, *, field: str) -> None:
+    """Raise InputError naming the first place in ``value`` (a string, or nested dicts and lists, keys too)
+    that holds a NUL character. PostgreSQL stores it in neither text nor jsonb, so it would otherwise end as a
+    server error when saved. ``field`` names ``value`` itself ("" for a request body: paths start at its keys).
+    """
+    path = _nul_path(value, field)
+    if path is not None:
+        raise InputError(NUL_MESSAGE, field=path or "body")
+
+
+def _nul_path(value: object, path: str) -> str | None:
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            inner = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                return inner.replace("\x00", "\\0")
+            found = _nul_path(item, inner)
+            if found is not None:
+                return found
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _nul_path(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None

@@ -4,10 +4,11 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from anneal.api_base import TeamScopedView
+from anneal.api_parsers import JSONParser
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion
 from anneal.datasets.pack_services import domain_pack_create
 from anneal.datasets.packs import MAX_DIFFICULTY, MAX_PACK_ROWS, offered_tasks

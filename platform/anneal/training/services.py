@@ -11,7 +11,7 @@ from django.utils import timezone
 from anneal.accounts.models import Team
 from anneal.accounts.services import audit
 from anneal.datasets.models import DatasetVersion
-from anneal.errors import InputError
+from anneal.errors import InputError, reject_nul
 from anneal.training.events import job_event_record
 from anneal.training.lifecycle import dispatch_on_commit, job_columns, run_limits_split
 from anneal.training.models import Job, JobDataset, JobState, JobVerifier
@@ -86,6 +86,9 @@ def job_launch(
     ``domain_weights``: {domain: share of the prompts}, summing to 1 (empty: equal shares).
     ``eval_dataset_version_id``: held-out rows the job is evaluated on, per domain, before, during and after.
     """
+    reject_nul(name, field="name")
+    reject_nul(params or {}, field="params")
+    reject_nul(domain_weights or {}, field="domain_weights")
     name = (name or "").strip() or "untitled job"
     if dataset_version_ids:
         versions = dataset_versions_check(team=team, ids=list(dataset_version_ids))

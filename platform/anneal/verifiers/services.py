@@ -9,7 +9,7 @@ from django.db.models import Max
 
 from anneal.accounts.models import Team
 from anneal.accounts.services import audit
-from anneal.errors import InputError
+from anneal.errors import InputError, reject_nul
 from anneal.verifiers.models import Verifier, VerifierTestCase, VerifierVersion
 from gpu_jobs.rewards import SpecError, build_scorer, validate_spec
 from gpu_jobs.rewards.probes import run_probes
@@ -41,6 +41,7 @@ def verifier_spec_check(spec: object) -> dict:
     """Return the normalised spec or raise InputError naming the field (prefixed ``spec.``)."""
     if not isinstance(spec, dict):
         raise InputError("the spec must be a JSON object with a 'type'", field="spec")
+    reject_nul(spec, field="spec")
     try:
         return validate_spec(spec)
     except SpecError as exc:

@@ -1,0 +1,78 @@
+"""A NUL character in what a user sends (PostgreSQL stores it in neither text nor jsonb) is refused with a 400
+or an inline error naming where it is, and nothing is saved: never a server error."""
+
+import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from anneal.accounts.models import Organisation
+from anneal.accounts.services import team_create
+from anneal.errors import NUL_MESSAGE, InputError
+from anneal.training.models import Job
+from anneal.training.services import job_launch
+from anneal.verifiers.models import Verifier
+from anneal.verifiers.services import verifier_spec_check
+
+pytestmark = pytest.mark.django_db
+NUL = "a\x00b"
+
+
+@pytest.fixture
+def owner(db):
+    user = User.objects.create_user("owner")
+    team = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
+    return {"user": user, "team": team}
+
+
+@pytest.fixture
+def api(owner):
+    client = APIClient()
+    client.force_authenticate(owner["user"])
+    return client
+
+
+def refused_at(response, field: str) -> None:
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"] == [{"field": field, "message": NUL_MESSAGE}]
+
+
+def test_the_api_names_the_nested_field_and_saves_nothing(api):
+    spec = {"type": "regex", "pattern": NUL}
+    refused_at(api.post("/api/v1/verifiers", {"name": "r", "spec": spec}, format="json"), "spec.pattern")
+    keywords = {"type": "keywords", "required": ["ok", NUL]}
+    refused_at(api.post("/api/v1/verifiers/validate", {"spec": keywords}, format="json"), "spec.required[1]")
+    sample = {"row": {"prompt": "1+1=", "answer": NUL}, "completion": "2"}
+    body = {"spec": {"type": "exact_match"}, "samples": [sample]}
+    refused_at(api.post("/api/v1/verifiers/preview", body, format="json"), "samples[0].row.answer")
+    launch = {"name": "j", "dataset_version": 1, "params": {"environment": {"system_prompt": NUL}}}
+    refused_at(api.post("/api/v1/jobs", launch, format="json"), "params.environment.system_prompt")
+    assert not Verifier.objects.exists() and not Job.objects.exists()
+
+
+def test_the_services_refuse_it_whatever_called_them(owner):
+    with pytest.raises(InputError) as error:
+        verifier_spec_check({"type": "keywords", "required": ["ok", NUL]})
+    assert error.value.errors == [{"field": "spec.required[1]", "message": NUL_MESSAGE}]
+    with pytest.raises(InputError) as error:
+        job_launch(
+            team=owner["team"],
+            user=owner["user"],
+            name="j",
+            verifiers=[],
+            params={"lora_target_modules": NUL},
+        )
+    assert error.value.errors == [{"field": "params.lora_target_modules", "message": NUL_MESSAGE}]
+
+
+def test_the_builder_page_shows_it_next_to_the_input(client, owner):
+    client.force_login(owner["user"])
+    response = client.post(
+        reverse("verifier-new"),
+        {"name": "re", "type": "regex", "regex.pattern": NUL, "regex.match": "search"},
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    field = page[page.index('id="field-pattern"') :]
+    assert NUL_MESSAGE in field[: field.index("</div>")]
+    assert not Verifier.objects.exists()
