@@ -31,6 +31,11 @@ def reject_nul(value: object, *, field: str) -> None:
         raise InputError(NUL_MESSAGE, field=path or "body")
 
 
+def holds_nul(value: object) -> bool:
+    """Whether ``value`` (a string, or nested dicts and lists, keys too) holds a NUL character anywhere."""
+    return _nul_path(value, "value") is not None
+
+
 def _nul_path(value: object, path: str) -> str | None:
     if isinstance(value, str):
         return path if "\x00" in value else None

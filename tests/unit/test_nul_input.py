@@ -3,11 +3,13 @@ or an inline error naming where it is, and nothing is saved: never a server erro
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from anneal.accounts.models import Organisation
 from anneal.accounts.services import team_create
+from anneal.datasets.services import dataset_upload_ingest
 from anneal.errors import NUL_MESSAGE, InputError
 from anneal.training.models import Job
 from anneal.training.services import job_launch
@@ -76,3 +78,26 @@ def test_the_builder_page_shows_it_next_to_the_input(client, owner):
     field = page[page.index('id="field-pattern"') :]
     assert NUL_MESSAGE in field[: field.index("</div>")]
     assert not Verifier.objects.exists()
+
+
+def test_a_dataset_row_holding_it_goes_to_review_naming_row_and_column(api, settings, tmp_path):
+    settings.UPLOAD_DIR = tmp_path / "uploads"
+    settings.DATASET_DIR = tmp_path / "datasets"
+    # JSON escapes it as \u0000: a valid JSON line whose value holds NUL.
+    lines = ['{"q": "1+1=", "a": "2", "topic": "add"}', '{"q": "2+2=", "a": "4", "topic": "a\\u0000dd"}']
+    response = api.post(
+        "/api/v1/datasets/uploads",
+        {
+            "name": "sums",
+            "file": SimpleUploadedFile("rows.jsonl", "\n".join(lines).encode()),
+            "prompt_field": "q",
+            "answer_field": "a",
+            "domain_field": "topic",
+        },
+        format="multipart",
+    )
+    assert response.status_code == 202, response.content
+    dataset_upload_ingest(upload_id=response.json()["id"])
+    upload = api.get(f"/api/v1/datasets/uploads/{response.json()['id']}").json()
+    assert upload["state"] == "review" and upload["rows_valid"] == 1
+    assert upload["errors"] == [{"row": 2, "field": "topic", "message": NUL_MESSAGE}]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from anneal.datasets.readers import FileRefused, RowError
+from anneal.errors import NUL_MESSAGE, holds_nul
 
 ROLES = ("prompt", "answer", "tests", "domain", "difficulty")
 PROMPT_FORMATS = ("auto", "text", "chat")
@@ -159,6 +160,13 @@ def canonical_row(record: dict, *, mapping: Mapping, row: int) -> tuple[dict | N
     for key, value in keep.items():
         if key not in mapped_columns and key not in out:
             out[key] = value
+    # PostgreSQL cannot store NUL (statistics, rollouts and test cases carry row values): refuse the row.
+    roles = mapping.mapped()
+    errors = [
+        RowError(row, roles.get(key, key), NUL_MESSAGE) for key, value in out.items() if holds_nul(value)
+    ]
+    if errors:
+        return None, errors
     return out, []
 
 
