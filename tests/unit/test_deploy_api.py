@@ -508,6 +508,20 @@ def test_the_batch_api_refuses_bad_files_and_non_batch_deployments_in_openai_sha
     )
     error = assert_openai_error(batch, 400, code="model_not_found")  # `adder` is at the standard tier
     assert "line 1" in error["message"] and "batch-tier" in error["message"]
+    nul = client.post(
+        "/v1/batches",
+        json.dumps(
+            {
+                "input_file_id": file_id,
+                "endpoint": "/v1/chat/completions",
+                "completion_window": "24h",
+                "metadata": {"note": "a\x00b"},  # PostgreSQL's jsonb cannot store NUL
+            }
+        ),
+        content_type="application/json",
+        **headers,
+    )
+    assert "Null characters" in assert_openai_error(nul, 400, param="metadata")["message"]
     assert_openai_error(client.get("/v1/files/file-99999/content", **headers), 404, code="file_not_found")
     assert_openai_error(client.get("/v1/batches/batch_nope", **headers), 404, code="batch_not_found")
     content = client.get(f"/v1/files/{file_id}/content", **headers)

@@ -34,6 +34,7 @@ from anneal.deployments.selectors import (
 )
 from anneal.deployments.services import usage_record
 from anneal.deployments.v1 import OpenAIError, check_request
+from anneal.errors import NUL_MESSAGE, holds_nul
 
 ENDPOINTS = {"/v1/chat/completions": "chat.completions", "/v1/completions": "completions"}
 MAX_LINE_ERRORS = 20
@@ -148,6 +149,8 @@ def batch_create(
         raise OpenAIError(400, "completion_window must be '24h'.", param="completion_window")
     if metadata is not None and not isinstance(metadata, dict):
         raise OpenAIError(400, "metadata must be an object of strings.", param="metadata")
+    if holds_nul(metadata):  # PostgreSQL's jsonb cannot store it
+        raise OpenAIError(400, f"metadata: {NUL_MESSAGE}", param="metadata")
     requests, _ = parse_lines(Path(batch_file.path).read_bytes())
     visible = {d.name: d for d in deployments_for_key(key)}
     for number, item in enumerate(requests, start=1):
