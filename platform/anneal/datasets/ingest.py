@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from anneal.datasets.mapping import Mapping, canonical_row, prompt_text
+from anneal.datasets.mapping import Mapping, canonical_row, nul_errors, prompt_text
 from anneal.datasets.readers import FileRefused, ReadLimits, RowError, open_records
 from anneal.datasets.tokens import TokenCounter
 
@@ -221,6 +221,11 @@ def _ingest(
                             report.add_error(error)
                         continue
                     line = _encode(row)
+                    # JSON escapes NUL as \u0000: a bytes search spares a walk over the values of every row.
+                    if b"\\u0000" in line and (problems := nul_errors(row, mapping=mapping, row=number)):
+                        for error in problems:
+                            report.add_error(error)
+                        continue
                     hashes.append(_hash64(line))
                     out.write(b"%d\t%s\n" % (number, line))
                     stats.add(row)

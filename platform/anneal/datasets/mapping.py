@@ -160,14 +160,14 @@ def canonical_row(record: dict, *, mapping: Mapping, row: int) -> tuple[dict | N
     for key, value in keep.items():
         if key not in mapped_columns and key not in out:
             out[key] = value
-    # PostgreSQL cannot store NUL (statistics, rollouts and test cases carry row values): refuse the row.
-    roles = mapping.mapped()
-    errors = [
-        RowError(row, roles.get(key, key), NUL_MESSAGE) for key, value in out.items() if holds_nul(value)
-    ]
-    if errors:
-        return None, errors
     return out, []
+
+
+def nul_errors(out: dict, *, mapping: Mapping, row: int) -> list[RowError]:
+    """One error per column of canonical row ``out`` that holds a NUL character: PostgreSQL cannot store it,
+    and statistics, rollouts and test cases carry row values, so such a row is refused."""
+    roles = mapping.mapped()
+    return [RowError(row, roles.get(key, key), NUL_MESSAGE) for key, value in out.items() if holds_nul(value)]
 
 
 def prompt_text(prompt: str | list) -> str:
