@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from gpu_jobs.evaluation import greedy_completions
 
@@ -63,10 +64,17 @@ def greedy_accuracy(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if not rows:
-        raise ValueError("rows: must not be empty")
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    return model_greedy_accuracy(model, tokenizer, rows, max_new_tokens=max_new_tokens, batch_size=batch_size)
+
+
+def model_greedy_accuracy(
+    model: Any, tokenizer: Any, rows: list[dict], *, max_new_tokens: int = 8, batch_size: int = 256
+) -> float:
+    """``greedy_accuracy`` for a model already loaded (it is left in eval mode)."""
+    if not rows:
+        raise ValueError("rows: must not be empty")
     completions = greedy_completions(
         model=model,
         tokenizer=tokenizer,

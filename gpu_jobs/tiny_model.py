@@ -35,8 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpu_jobs.addition import addition_rows
-from gpu_jobs.evaluation import greedy_completions
+from gpu_jobs.addition import addition_rows, model_greedy_accuracy
 
 # Bump the version whenever anything below changes what gets built (recipe, tokenizer, data split), so that
 # stores holding an older build get a fresh folder instead of a stale model.
@@ -172,17 +171,12 @@ def _build(folder: Path, *, seed: int) -> None:
         "recipe": asdict(RECIPE),
         "parameters": sum(p.numel() for p in model.parameters()),
         **warm_up,
-        "test_greedy_accuracy": _accuracy(
+        "test_greedy_accuracy": model_greedy_accuracy(
             model, tokenizer, addition_rows(n=RECIPE.eval_rows, seed=seed, split="test")
         ),
         "build_seconds": round(time.perf_counter() - started, 2),
     }
     (folder / RECIPE_FILE).write_text(json.dumps(recipe, indent=2) + "\n")
-
-
-def _accuracy(model: Any, tokenizer: Any, rows: list[dict]) -> float:
-    completions = greedy_completions(model=model, tokenizer=tokenizer, prompts=[r["prompt"] for r in rows])
-    return sum(c.strip() == r["answer"] for c, r in zip(completions, rows, strict=True)) / len(rows)
 
 
 def _warm_up(model: Any, tokenizer: Any, *, seed: int) -> dict:
@@ -217,7 +211,7 @@ def _warm_up(model: Any, tokenizer: Any, *, seed: int) -> dict:
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         if step >= RECIPE.warmup_min_steps and step % RECIPE.warmup_check_every == 0:
-            check_accuracy = _accuracy(model, tokenizer, check_rows)
+            check_accuracy = model_greedy_accuracy(model, tokenizer, check_rows)
             if check_accuracy >= RECIPE.warmup_target_accuracy:
                 break
     model.eval()
