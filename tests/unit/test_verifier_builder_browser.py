@@ -66,9 +66,13 @@ def test_build_validate_preview_and_save_a_verifier(live_server, owner):
         # Preview: sample rows from a dataset version fill the rows box (and the references as completions).
         page.select_option("#preview-dataset", label="sums v1 (8 rows)")
         page.click("#preview-load")
+        # The box starts with an example row: wait for the five loaded rows, not for that example.
         expect(page.locator("#preview-rows")).to_have_value(
-            re.compile(r'^\{"prompt": "12\+45=", "answer": "57"')
+            re.compile(
+                r'^\{"prompt":"12\+45=","answer":"57"\}\n\{"prompt":"3\+4=","answer":"7"\}\n(.+\n){2}.+$'
+            )
         )
+        expect(page.locator("#preview-completions")).to_have_value("57\n---\n7\n---\n42\n---\n15\n---\n57")
         page.click("#preview-run")
         expect(page.locator("#preview-results tbody tr")).to_have_count(5, timeout=15_000)
 
