@@ -36,6 +36,19 @@ def holds_nul(value: object) -> bool:
     return _nul_path(value, "value") is not None
 
 
+def without_nul(value: object) -> object:
+    """``value`` (a string, or nested dicts and lists, keys too) with every NUL character replaced by U+FFFD,
+    the replacement character. For text the platform did not take from a user and cannot refuse: what a model
+    sampled or a sandbox printed (a byte-level tokenizer samples NUL; so does ``head -c 4 /dev/zero``)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {without_nul(key): without_nul(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(item) for item in value]
+    return value
+
+
 def _nul_path(value: object, path: str) -> str | None:
     if isinstance(value, str):
         return path if "\x00" in value else None

@@ -15,8 +15,8 @@ from anneal.accounts.services import team_create
 from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.training.consumers import LIVE_ROLLOUT_BURST, PAGE_SIZE, REPLAY_ROLLOUTS
 from anneal.training.events import job_events_record, job_group
-from anneal.training.models import Job, JobEvent
-from anneal.training.services import job_launch
+from anneal.training.models import Job, JobEvent, JobState
+from anneal.training.services import job_finish, job_launch
 from anneal.verifiers.services import verifier_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -272,3 +272,12 @@ def test_a_nul_character_in_a_rollout_is_stored_as_the_replacement_character(wor
         "output": {"\ufffdkey": ["a\ufffd"]},
         "text": "\\u0000 stays",
     }
+
+
+def test_a_job_whose_log_tail_holds_a_nul_still_ends_with_its_error(world):
+    # job_finish stores the end of the child's log; whatever the job printed must not keep it from ending.
+    job = world["job"]
+    job_finish(job_id=job.pk, state=JobState.FAILED, error="Traceback\nValueError: \x00")
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED and job.error == "Traceback\nValueError: \ufffd"
+    assert JobEvent.objects.filter(job=job, kind="state").last().payload["error"].endswith("\ufffd")

@@ -69,6 +69,15 @@ def test_a_verifier_that_scores_a_probe_high_is_flagged(world):
     assert listed[0]["flagged"] is True
 
 
+def test_a_nul_in_what_the_verifiers_own_code_returns_is_saved_as_the_replacement_character(world):
+    # PostgreSQL's jsonb refuses \u0000; a probe's reason quotes what the user's code returned.
+    code = "def score(row, completion):\n    return (0.0, 'one' + chr(0) + 'two')\n"
+    created = create(api(world["owner"]), "nul", {"type": "custom_python", "code": code})
+    assert created.status_code == 201, created.content
+    reasons = [p["reason"] for p in created.json()["versions"][0]["probe_results"]]
+    assert "one\ufffdtwo" in reasons and not any("\x00" in reason for reason in reasons)
+
+
 @pytest.mark.parametrize(
     ("spec", "field"),
     [

@@ -25,7 +25,7 @@ from anneal.deployments.models import (
     key_generate,
     key_hash,
 )
-from anneal.errors import InputError
+from anneal.errors import InputError, without_nul
 from anneal.training.models import Checkpoint
 
 MAX_REPLICAS = 4
@@ -147,7 +147,7 @@ def replicas_spawn(*, deployment: Deployment, count: int, tier: str) -> list[Rep
 
 def deployment_fail(*, deployment_id: int, error: str) -> None:
     Deployment.objects.filter(pk=deployment_id).exclude(state=DeploymentState.STOPPED).update(
-        state=DeploymentState.FAILED, error=error[-4000:], stopped_at=timezone.now()
+        state=DeploymentState.FAILED, error=without_nul(error[-4000:]), stopped_at=timezone.now()
     )
 
 
@@ -280,7 +280,7 @@ def replica_finish(*, replica_id: int, error: str = "") -> None:
     replica = Replica.objects.select_for_update().select_related("deployment").get(pk=replica_id)
     failed = replica.state != ReplicaState.DRAINING
     replica.state = ReplicaState.FAILED if failed else ReplicaState.STOPPED
-    replica.error = error[-4000:] if failed else ""
+    replica.error = without_nul(error[-4000:]) if failed else ""  # a log tail: any byte
     replica.stopped_at = timezone.now()
     replica.save(update_fields=["state", "error", "stopped_at"])
     deployment = Deployment.objects.select_for_update().get(pk=replica.deployment_id)

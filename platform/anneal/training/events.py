@@ -4,13 +4,13 @@ import asyncio
 import json
 import logging
 import os
-import re
 import threading
 
 from channels.layers import get_channel_layer
 from django.db import transaction
 from django.db.models import F
 
+from anneal.errors import without_nul
 from anneal.training.models import Job, JobEvent
 
 
@@ -74,21 +74,11 @@ def broadcast_on_commit(group: str, events: list[dict]) -> None:
     transaction.on_commit(send)
 
 
-# A JSON escape of NUL (an odd run of backslashes, then u0000): PostgreSQL's jsonb refuses it, and a model or a
-# sandbox may well print a NUL byte (a byte-level tokenizer samples one; `head -c 4 /dev/zero`).
-_NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
-
-
-def _without_nul(text: str) -> str:
-    """JSON text with every NUL character replaced by U+FFFD, the replacement character."""
-    return _NUL_ESCAPE.sub(lambda match: match.group(1) + "\\ufffd", text)
-
-
 def job_events_record(*, job_id: int, events: list[tuple[str, dict]]) -> list[JobEvent]:
     """Append events in order. The job row's lock serialises writers, so numbers never repeat or skip."""
     if not events:
         return []
-    payloads = [json.loads(_without_nul(json.dumps(payload))) for _, payload in events]
+    payloads = [without_nul(payload) for _, payload in events]
     with transaction.atomic():
         Job.objects.filter(pk=job_id).update(last_seq=F("last_seq") + len(events))
         last = Job.objects.values_list("last_seq", flat=True).get(pk=job_id)

@@ -11,7 +11,7 @@ from django.utils import timezone
 from anneal.accounts.models import Team
 from anneal.accounts.services import audit
 from anneal.datasets.models import DatasetVersion
-from anneal.errors import InputError, reject_nul
+from anneal.errors import InputError, reject_nul, without_nul
 from anneal.training.events import job_event_record
 from anneal.training.lifecycle import dispatch_on_commit, job_columns, run_limits_split
 from anneal.training.models import Job, JobDataset, JobState, JobVerifier
@@ -279,6 +279,9 @@ def job_claim(*, job_id: int, worker: str, resume_step: int | None = None) -> in
 
 
 def job_finish(*, job_id: int, state: str, error: str = "") -> None:
+    """End a job. ``error`` is the end of the child's log, which may hold anything the job printed: a NUL in it
+    is stored as U+FFFD, so the job still ends."""
+    error = without_nul(error)
     with transaction.atomic():
         Job.objects.filter(pk=job_id).update(
             state=state, error=error, finished_at=timezone.now(), child_pid=None

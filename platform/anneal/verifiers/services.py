@@ -9,7 +9,7 @@ from django.db.models import Max
 
 from anneal.accounts.models import Team
 from anneal.accounts.services import audit
-from anneal.errors import InputError, reject_nul
+from anneal.errors import InputError, reject_nul, without_nul
 from anneal.verifiers.models import Verifier, VerifierTestCase, VerifierVersion
 from gpu_jobs.rewards import SpecError, build_scorer, validate_spec
 from gpu_jobs.rewards.probes import run_probes
@@ -49,9 +49,15 @@ def verifier_spec_check(spec: object) -> dict:
 
 
 def verifier_probe(*, spec: dict, rows: list[dict] | None = None) -> tuple[list[dict], bool]:
-    """The hack probes' results for a normalised spec, and whether any scored high. Never raises."""
+    """The hack probes' results for a normalised spec, and whether any scored high. Never raises.
+
+    A reason may quote what the verifier's own code returned or printed, NUL included: it is stored as U+FFFD.
+    """
     try:
-        results = [result.to_dict() for result in run_probes(spec, rows=rows, sandbox=platform_sandbox())]
+        results = [
+            without_nul(result.to_dict())
+            for result in run_probes(spec, rows=rows, sandbox=platform_sandbox())
+        ]
     except Exception as exc:  # the probes must not stop a save: record that they could not run
         return [
             {
@@ -60,7 +66,7 @@ def verifier_probe(*, spec: dict, rows: list[dict] | None = None) -> tuple[list[
                 "score": 0.0,
                 "reason": "",
                 "flagged": False,
-                "skipped": f"the probes could not run: {type(exc).__name__}: {exc}"[:300],
+                "skipped": without_nul(f"the probes could not run: {type(exc).__name__}: {exc}"[:300]),
             }
         ], False
     return results, any(result["flagged"] for result in results)
