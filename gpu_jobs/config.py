@@ -407,10 +407,15 @@ def _check(ok: bool, name: str, message: str) -> None:
         raise ValueError(f"{name}: {message}")
 
 
+# The largest count a spec may hold: the platform stores step counts in 32-bit integer columns.
+INT_MAX = 2**31 - 1
+
+
 def _check_int(config: GRPOJobConfig, name: str, low: int) -> None:
     value = getattr(config, name)
     _check(isinstance(value, int) and not isinstance(value, bool), name, f"must be an integer, got {value!r}")
     _check(value >= low, name, f"must be >= {low}, got {value}")
+    _check(value <= INT_MAX, name, f"must be at most {INT_MAX}, got {value}")
 
 
 def _check_number(config: GRPOJobConfig, name: str, *, positive: bool) -> None:

@@ -4,6 +4,7 @@ verifiers routed by domain, the model store, and every bad spec refused with its
 Named users: owner (owner of team Core), outsider (owner of team Rivals).
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from rest_framework.test import APIClient
 from anneal.accounts.models import Organisation
 from anneal.accounts.services import team_create
 from anneal.datasets.services import dataset_version_create_from_rows
+from anneal.training.lifecycle import LIMIT_FIELDS
 from anneal.training.models import Job, JobDataset
+from anneal.training.services import HYPER_FIELDS
 from anneal.verifiers.services import verifier_create
 
 pytestmark = pytest.mark.django_db
@@ -122,6 +125,9 @@ def test_the_training_process_reads_every_version_of_the_job_in_order(world):
         ({"params": {"lr_scheduler_type": "step"}}, "params.lr_scheduler_type", "cosine"),
         ({"params": {"lora_dropout": 1.0}}, "params.lora_dropout", "below 1"),
         ({"dataset_versions": [10**6]}, "dataset_versions[0]", "no dataset version"),
+        # Past a 32-bit column: was a database error (a 500), from the API and the launch form alike.
+        ({"params": {"max_steps": 10**30}}, "params.max_steps", "at most 2147483647"),
+        ({"verifiers": [{"verifier_version": "exact", "weight": 1}]}, "verifiers[0].verifier_version", "id"),
     ],
 )
 def test_bad_specs_are_refused_with_the_field_named(world, overrides, field, words):
@@ -129,6 +135,35 @@ def test_bad_specs_are_refused_with_the_field_named(world, overrides, field, wor
     assert field in error_fields(response)
     assert words in response.content.decode()
     assert not Job.objects.exists()
+
+
+WRONG_VALUES = [None, "x", "", -1, 1.5, 10**30, -(10**30), 1e308, True, [], {}, [1, "a"], {"a": None}]
+
+
+def test_no_wrong_value_in_any_setting_or_verifier_choice_is_a_server_error(world):
+    # Every setting the launch takes, and each key of a verifier choice, given values of the wrong type or
+    # size: each is accepted (a value the setting allows) or refused with a 400 naming its field, never a 500.
+    client = api(world["owner"])
+    client.raise_request_exception = False
+    base = {
+        "dataset_version": world["sums"].id,
+        "verifiers": [{"verifier_version": world["exact"], "weight": 1}],
+        "params": {"max_steps": 2},
+    }
+    refused = 0
+    for where in [
+        *(("params", name) for name in (*HYPER_FIELDS, *LIMIT_FIELDS)),
+        *(("verifier", key) for key in ("verifier_version", "weight", "domains")),
+    ]:
+        for value in WRONG_VALUES:
+            body = json.loads(json.dumps(base))
+            (body["params"] if where[0] == "params" else body["verifiers"][0])[where[1]] = value
+            response = client.post("/api/v1/jobs/estimate", body, format="json")
+            assert response.status_code in (200, 400), (where, value, response.status_code)
+            if response.status_code == 400:
+                refused += 1
+                assert response.json()["errors"][0]["field"], (where, value)
+    assert refused > 300
 
 
 def test_a_verifier_or_version_of_another_team_is_refused(world):

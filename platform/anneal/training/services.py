@@ -120,7 +120,13 @@ def job_launch(
         raise InputError("choose at least one verifier", field="verifiers")
     chosen: list[tuple[VerifierVersion, float]] = []
     for index, item in enumerate(verifiers):
-        vv = VerifierVersion.objects.filter(pk=item.get("verifier_version"), verifier__team=team).first()
+        wanted = item.get("verifier_version")
+        if not isinstance(wanted, int) or isinstance(wanted, bool):
+            raise InputError(
+                f"give a verifier version's id (a whole number), got {wanted!r}",
+                field=f"verifiers[{index}].verifier_version",
+            )
+        vv = VerifierVersion.objects.filter(pk=wanted, verifier__team=team).first()
         if vv is None:
             raise InputError(
                 f"no verifier version with id {item.get('verifier_version')} in team '{team.name}'",
