@@ -365,6 +365,10 @@ def deployment_key_revoke(*, key: DeploymentKey, user: User) -> DeploymentKey:
 def team_budget_set(*, team: Team, user: User, monthly_cap_usd: Decimal | None) -> TeamBudget:
     if monthly_cap_usd is not None and monthly_cap_usd < 0:
         raise InputError("must be 0 or more (empty: no cap)", field="monthly_cap_usd")
+    column = TeamBudget._meta.get_field("monthly_cap_usd")
+    largest = Decimal(10) ** (column.max_digits - column.decimal_places)
+    if monthly_cap_usd is not None and monthly_cap_usd >= largest:
+        raise InputError(f"must be below {largest:,} USD (empty: no cap)", field="monthly_cap_usd")
     budget, _ = TeamBudget.objects.update_or_create(team=team, defaults={"monthly_cap_usd": monthly_cap_usd})
     audit(
         team=team,

@@ -235,8 +235,10 @@ def team_budget_view(request):
         if cap is not None and (not cap.is_finite() or cap < 0):
             raise InvalidOperation
         team_budget_set(team=team, user=request.user, monthly_cap_usd=cap)
-    except (InvalidOperation, InputError):
+    except InvalidOperation:
         messages.error(request, f"Budget: {raw!r} is not an amount in USD of 0 or more (empty: no cap).")
+    except InputError as exc:
+        messages.error(request, f"Budget: {raw!r}: {exc.errors[0]['message']}.")
     else:
         messages.success(request, f"Monthly budget cap: {'$' + str(cap) if cap is not None else 'none'}.")
     return redirect("deployment-list")

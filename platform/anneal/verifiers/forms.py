@@ -33,7 +33,9 @@ class VerifierForm(forms.Form):
                 spec = json.loads(raw)
             except ValueError as exc:
                 raise InputError(f"is not valid JSON: {exc}", field="spec") from None
-            if isinstance(spec, dict) and spec.get("type") != kind:
+            if not isinstance(spec, dict):
+                raise InputError("must be a JSON object with a 'type'", field="spec")
+            if spec.get("type") != kind:
                 spec = {**spec, "type": kind}
             return spec
         spec, problems = spec_from_inputs(kind, self.data)

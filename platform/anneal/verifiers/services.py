@@ -76,6 +76,10 @@ def verifier_create(*, team: Team, user: User, name: str, spec: dict) -> Verifie
     name = (name or "").strip()
     if not name:
         raise InputError("give the verifier a name", field="name")
+    reject_nul(name, field="name")
+    limit = Verifier._meta.get_field("name").max_length
+    if len(name) > limit:
+        raise InputError(f"at most {limit} characters, got {len(name)}", field="name")
     normalised = verifier_spec_check(spec)
     # Probes run sandboxes for seconds: before the transaction, so no row stays locked meanwhile.
     probe_results, flagged = verifier_probe(spec=normalised)

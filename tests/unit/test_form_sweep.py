@@ -1,0 +1,125 @@
+"""Every form on the pages a team member uses, posted with one input at a time set to a value of the wrong
+kind or size: each answer is the page again with the error, a redirect with a message, or a 400 page,
+never a server error. The forms are read from the rendered pages, so a form added later is swept too."""
+
+from html.parser import HTMLParser
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from anneal.accounts.models import Organisation
+from anneal.accounts.services import team_create
+from anneal.datasets.services import dataset_version_create_from_rows
+from anneal.training.services import job_launch
+from anneal.verifiers.models import Verifier
+from anneal.verifiers.services import verifier_create
+
+pytestmark = pytest.mark.django_db
+
+WRONG_VALUES = ["1e999", "9" * 30, "-5", "x", "[1]", "a" * 5000, "\x00"]
+# Forms that end something rather than take input: posting them is not what this sweep is about.
+SKIPPED_ACTIONS = ("logout", "delete", "revoke", "cancel")
+
+
+class FormReader(HTMLParser):
+    """The POST forms of a page: action and the values a browser would send as the page stands."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[dict] = []
+        self._form: dict | None = None
+        self._select: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        attrs = dict(attrs)
+        if tag == "form" and (attrs.get("method") or "get").lower() == "post":
+            self._form = {"action": attrs.get("action") or "", "fields": {}}
+            self.forms.append(self._form)
+        elif self._form is None:
+            return
+        elif tag in ("input", "textarea", "select") and attrs.get("name"):
+            unchecked = attrs.get("type") in ("checkbox", "radio") and "checked" not in attrs
+            self._form["fields"][attrs["name"]] = None if unchecked else attrs.get("value", "")
+            self._select = attrs["name"] if tag == "select" else None
+        elif tag == "option" and self._select:
+            fields = self._form["fields"]
+            if not fields.get(self._select) or "selected" in attrs:
+                fields[self._select] = attrs.get("value", "")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._form = None
+        elif tag == "select":
+            self._select = None
+
+
+@pytest.fixture
+def pages(settings, tmp_path):
+    settings.UPLOAD_DIR = tmp_path / "uploads"
+    settings.DATASET_DIR = tmp_path / "datasets"
+    user = User.objects.create_user("owner", password="owner-password")
+    team = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
+    rows = [{"prompt": f"{n}+1=", "answer": str(n + 1), "domain": "ab"[n % 2]} for n in range(40)]
+    version = dataset_version_create_from_rows(team=team, user=user, name="sums", rows=rows)
+    verifier = verifier_create(team=team, user=user, name="exact", spec={"type": "exact_match"})
+    job = job_launch(
+        team=team,
+        user=user,
+        name="sweep",
+        dataset_version_id=version.id,
+        verifiers=[{"verifier_version": verifier.latest_version.id, "weight": 1}],
+    )
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    urls = [
+        "/tokens/",
+        "/datasets/upload/",
+        f"/datasets/{version.dataset_id}/",
+        "/datasets/packs/new/",
+        "/verifiers/new/",
+        f"/verifiers/{verifier.id}/",
+        f"/verifiers/{verifier.id}/edit/",
+        "/jobs/new/",
+        f"/jobs/{job.id}/",
+        "/deployments/",
+        "/deployments/new/",
+    ]
+    return client, urls
+
+
+def test_no_wrong_value_in_any_form_input_is_a_server_error(pages):
+    client, urls = pages
+    server_errors, posts = [], 0
+    for url in urls:
+        page = client.get(url)
+        assert page.status_code == 200, url
+        reader = FormReader()
+        reader.feed(page.content.decode())
+        for form in reader.forms:
+            action = form["action"] or url
+            if any(word in action for word in SKIPPED_ACTIONS):
+                continue
+            sent = {name: value for name, value in form["fields"].items() if value is not None}
+            for name in form["fields"]:
+                if name == "csrfmiddlewaretoken":
+                    continue
+                for value in WRONG_VALUES:
+                    response = client.post(action, {**sent, name: value})
+                    posts += 1
+                    if response.status_code >= 500:
+                        server_errors.append((action, name, value[:20], response.status_code))
+    assert posts > 500  # the pages' forms were found and swept
+    assert server_errors == []
+
+
+def test_what_the_sweep_found_is_refused_with_what_is_wrong(pages):
+    client, _ = pages
+    exact = Verifier.objects.get(name="exact").id
+    clone = client.post(f"/verifiers/{exact}/clone/", {"name": "a" * 201}, follow=True)
+    assert "name: at most 200 characters, got 201" in clone.content.decode()
+    edit = client.post(f"/verifiers/{exact}/edit/", {"type": "exact_match", "spec_json": "[1]"})
+    assert edit.status_code == 200
+    assert "must be a JSON object with a &#x27;type&#x27;" in edit.content.decode()
+    budget = client.post("/deployments/budget/", {"monthly_cap_usd": "1e12"}, follow=True)
+    assert "must be below 100,000,000 USD" in budget.content.decode()
