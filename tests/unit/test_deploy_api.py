@@ -347,6 +347,10 @@ def test_bad_requests_get_the_openai_error_object_never_a_500(ready, settings):
     key = ready["key"]
     unknown = v1("chat/completions", key=key, body={**CHAT, "model": "gpt-17"})
     assert "gpt-17" in assert_openai_error(unknown, 404, code="model_not_found", param="model")["message"]
+    # A NUL in the name (PostgreSQL cannot compare it) is a model not found, not a server error.
+    nul = v1("chat/completions", key=key, body={**CHAT, "model": "add\x00er"})
+    assert_openai_error(nul, 404, code="model_not_found", param="model")
+    assert_openai_error(v1("models/add%00er", key=key, method="get"), 404, code="model_not_found")
     assert_openai_error(
         v1("chat/completions", key=key, body={**CHAT, "messages": "hi"}), 400, param="messages"
     )

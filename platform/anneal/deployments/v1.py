@@ -202,7 +202,9 @@ def authenticate(raw: str) -> DeploymentKey:
 
 
 def find_deployment(key: DeploymentKey, model: str) -> Deployment:
-    deployment = deployments_for_key(key).select_related("team").filter(name=model).first()
+    # No deployment's name holds a NUL, and PostgreSQL cannot even compare one: such a model is not found.
+    deployments = deployments_for_key(key).select_related("team")
+    deployment = None if "\x00" in model else deployments.filter(name=model).first()
     if deployment is None:
         raise OpenAIError(
             404,
