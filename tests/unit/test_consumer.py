@@ -117,6 +117,25 @@ def test_replays_after_n_then_streams_a_live_event_once(world):
     async_to_sync(scenario)()
 
 
+def test_whatever_a_client_sends_is_ignored_and_the_stream_goes_on(world):
+    job = world["job"]  # seq 1 is the "queued" state event
+    ws = communicator(job, world["owner"], after=1)
+
+    async def scenario():
+        connected, _ = await ws.connect(timeout=TIMEOUT)
+        assert connected
+        assert await ws.receive_json_from(timeout=TIMEOUT) == {"type": "replayed", "last_seq": 1}
+        await ws.send_to(text_data="not json {")
+        await ws.send_to(bytes_data=b"\x00\xff")
+        await ws.send_json_to({"type": "subscribe"})
+        await sync_to_async(job_events_record)(job_id=job.pk, events=[("log", {"message": "still here"})])
+        live = await ws.receive_json_from(timeout=TIMEOUT)
+        assert [event["seq"] for event in live["events"]] == [2]
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
 def test_a_duplicate_is_dropped_and_a_gap_is_filled_from_the_database(world):
     job = world["job"]
     ws = communicator(job, world["owner"])

@@ -86,8 +86,9 @@ class JobEventsConsumer(AsyncJsonWebsocketConsumer):
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def receive_json(self, content, **kwargs) -> None:
-        """The stream is one-way; whatever a client sends is ignored."""
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        """The stream is one-way; whatever a client sends is ignored, unread: text that is not JSON, or
+        bytes, would otherwise fail the JSON decoding and close the stream."""
 
     async def job_events(self, message: dict) -> None:
         events = message["events"]
