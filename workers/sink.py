@@ -4,10 +4,11 @@ import functools
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from anneal.training.events import job_events_record
@@ -80,6 +81,26 @@ class DjangoEventSink:
         events = [(kind, payload) for kind, payload in events if self._fresh(kind, payload)]
         if not events:
             return
+        try:
+            self._write(events)
+        finally:
+            # Rollouts are reported from TRL's reward threads, which outlive the job in a host process (a
+            # test's, or any that runs jobs in-process): their database connection would stay open, idle.
+            if threading.current_thread() is not threading.main_thread():
+                connection.close()
+        for kind, p in events:
+            step = p.get("step")
+            if kind == "metric" and isinstance(step, int):
+                if any(key.startswith("eval/") for key in p):
+                    self.eval_steps.add(step)
+                self.metric_until = max(self.metric_until, step)
+            elif kind == "rollout" and isinstance(step, int):
+                self.rollout_until = max(self.rollout_until, step)
+            elif kind == "checkpoint" and isinstance(step, int):
+                self.checkpoint_steps.add(step)
+
+    def _write(self, events: list[tuple[str, dict]]) -> None:
+        """One transaction: the attempt fence, the job's step and sandbox time, the events, alarm pauses."""
         with transaction.atomic():
             if not Job.objects.select_for_update().filter(pk=self.job_id, attempt=self.attempt).exists():
                 raise JobAbandoned(f"job {self.job_id} has moved past attempt {self.attempt}")
@@ -106,16 +127,6 @@ class DjangoEventSink:
                         action="pause",
                         reason=f"alarm {p.get('name')} at step {p.get('step')}: {p.get('message', '')}",
                     )
-        for kind, p in events:
-            step = p.get("step")
-            if kind == "metric" and isinstance(step, int):
-                if any(key.startswith("eval/") for key in p):
-                    self.eval_steps.add(step)
-                self.metric_until = max(self.metric_until, step)
-            elif kind == "rollout" and isinstance(step, int):
-                self.rollout_until = max(self.rollout_until, step)
-            elif kind == "checkpoint" and isinstance(step, int):
-                self.checkpoint_steps.add(step)
 
 
 class DjangoJobControl:
