@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 
+from anneal import jsontext
 from anneal.datasets.readers import FileRefused, RowError
 from anneal.errors import NUL_MESSAGE, holds_nul
 
@@ -187,7 +188,7 @@ def _check_prompt(value: object, mapping: Mapping) -> tuple[object, str]:
     fmt = mapping.prompt_format
     if isinstance(value, str) and fmt == "chat" and value.lstrip().startswith("["):
         try:
-            value = json.loads(value)  # CSV cells carry chat messages as JSON text
+            value = jsontext.loads(value)  # CSV cells carry chat messages as JSON text
         except json.JSONDecodeError as exc:
             return None, f"prompt is not a valid JSON list of messages: {exc.msg}"
     value = _number_as_text(value)
@@ -232,7 +233,7 @@ def _check_answer(value: object, mapping: Mapping) -> tuple[object, str]:
 def _check_tests(value: object, mapping: Mapping) -> tuple[object, str]:
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
-            parsed = json.loads(value)
+            parsed = jsontext.loads(value)
         except json.JSONDecodeError:
             parsed = None
         if isinstance(parsed, list) and all(isinstance(t, str) for t in parsed):

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from anneal import jsontext
+
 FORMATS = ("jsonl", "csv", "parquet")
 SUFFIXES = {
     ".jsonl": "jsonl",
@@ -212,9 +214,12 @@ def _jsonl_lines(stream: BinaryIO, *, limits: ReadLimits) -> Iterator[tuple[int,
         if not line.strip():
             continue
         try:
-            record = json.loads(line.decode("utf-8"))
+            record = jsontext.loads(line.decode("utf-8"))
         except UnicodeDecodeError as exc:
             yield number, RowError(number, "(line)", f"not valid UTF-8 at byte {exc.start + 1}")
+            continue
+        except jsontext.TooDeep as exc:
+            yield number, RowError(number, "(line)", f"the JSON is {exc}")
             continue
         except json.JSONDecodeError as exc:
             yield number, RowError(number, "(line)", f"not valid JSON: {exc.msg} at column {exc.colno}")

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from anneal import jsontext
 from anneal.accounts.services import audit
 from anneal.deployments.models import (
     BatchFile,
@@ -78,7 +79,7 @@ def parse_lines(data: bytes) -> tuple[list[dict], list[str]]:
 
 def _line_problem(line: str, seen: set) -> dict | str:
     try:
-        item = json.loads(line)
+        item = jsontext.loads(line)
     except json.JSONDecodeError as exc:
         return f"not valid JSON ({exc.msg})"
     if not isinstance(item, dict):

@@ -19,6 +19,7 @@ from django.core.cache import cache
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from anneal import jsontext
 from anneal.deployments.models import Deployment, DeploymentKey, DeploymentState, Replica
 from anneal.deployments.selectors import (
     deployments_for_key,
@@ -86,7 +87,7 @@ def parse_body(request) -> dict:
             code="request_too_large",
         )
     try:
-        body = json.loads(request.body or b"null")
+        body = jsontext.loads(request.body or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise OpenAIError(
             400,

@@ -6,6 +6,7 @@ from pathlib import Path
 from django.http import FileResponse, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from anneal import jsontext
 from anneal.deployments.batches import (
     batch_cancel,
     batch_create,
@@ -80,7 +81,7 @@ def batches(request) -> HttpResponse:
         data = [batch_object(b) for b in rows.select_related("error_file")[:100]]
         return JsonResponse({"object": "list", "data": data, "has_more": False})
     try:
-        body = json.loads(request.body or b"null")
+        body = jsontext.loads(request.body or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError):
         body = None
     if not isinstance(body, dict):

@@ -1,10 +1,10 @@
 """The launch form: a dataset version, verifiers with weights, and the engine's settings with their help."""
 
 import dataclasses
-import json
 
 from django import forms
 
+from anneal import jsontext
 from anneal.datasets.models import DatasetVersion
 from anneal.training.lifecycle import LIMIT_FIELDS, limit_defaults, limit_helps
 from anneal.training.services import HYPER_FIELDS, hyper_defaults
@@ -138,7 +138,7 @@ class LaunchForm(forms.Form):
         if not text:
             return None
         try:
-            value = json.loads(text)
+            value = jsontext.loads(text)
         except ValueError as error:
             raise forms.ValidationError(f"not valid JSON: {error}") from None
         if not isinstance(value, dict):
@@ -160,7 +160,7 @@ class LaunchForm(forms.Form):
             return {}
         if text.startswith("{"):
             try:
-                parsed = json.loads(text)
+                parsed = jsontext.loads(text)
             except ValueError as error:
                 raise forms.ValidationError(f"not valid JSON: {error}") from None
             if not isinstance(parsed, dict):

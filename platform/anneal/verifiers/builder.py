@@ -6,6 +6,7 @@ The page's script builds the same spec live (frontend/static/anneal/verifier_bui
 
 import json
 
+from anneal import jsontext
 from gpu_jobs.rewards import VERIFIER_TYPES
 from gpu_jobs.rewards.base import SpecField
 
@@ -89,7 +90,7 @@ def spec_from_inputs(kind: str, data) -> tuple[dict, dict[str, str]]:
             spec[field.name] = _tests_blocks(raw)
         elif widget == "json":
             try:
-                spec[field.name] = json.loads(raw)
+                spec[field.name] = jsontext.loads(raw)
             except ValueError as exc:
                 problems[field.name] = f"is not valid JSON: {exc}"
         else:

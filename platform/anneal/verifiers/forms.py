@@ -1,9 +1,8 @@
 """The verifier form: a name, a type and the spec the builder's inputs (or its script) make."""
 
-import json
-
 from django import forms
 
+from anneal import jsontext
 from anneal.errors import InputError
 from anneal.verifiers.builder import spec_from_inputs
 from gpu_jobs.rewards import VERIFIER_TYPES
@@ -30,7 +29,7 @@ class VerifierForm(forms.Form):
         raw = (self.cleaned_data.get("spec_json") or "").strip()
         if raw:
             try:
-                spec = json.loads(raw)
+                spec = jsontext.loads(raw)
             except ValueError as exc:
                 raise InputError(f"is not valid JSON: {exc}", field="spec") from None
             if not isinstance(spec, dict):

@@ -1,0 +1,97 @@
+"""JSON nested past anneal.jsontext.MAX_DEPTH (json.loads raises RecursionError, not ValueError, near the
+interpreter's limit) is refused like any bad JSON wherever a user sends it: never a server error."""
+
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import RequestFactory
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from anneal import jsontext
+from anneal.accounts.models import Organisation
+from anneal.accounts.services import team_create
+from anneal.datasets.services import dataset_upload_ingest
+from anneal.deployments.batches import parse_lines
+from anneal.deployments.v1 import OpenAIError, parse_body
+from anneal.verifiers.models import Verifier
+
+pytestmark = pytest.mark.django_db
+BRACKETS = "[" * 5000 + "]" * 5000  # past json.loads's own limit: RecursionError
+DEEP_SPEC = '{"type": "exact_match", "x": ' + "[" * 150 + "]" * 150 + "}"  # parses, but too deep
+
+
+def nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+def test_the_limit_is_exact_and_answers_as_bad_json():
+    assert jsontext.loads(nested(jsontext.MAX_DEPTH)) is not None
+    assert jsontext.loads(json.dumps({"a": [[1, {"b": 2}]]})) == {"a": [[1, {"b": 2}]]}
+    for text in (nested(jsontext.MAX_DEPTH + 1), BRACKETS, BRACKETS.encode()):
+        with pytest.raises(json.JSONDecodeError, match="nested more than 100 levels deep"):
+            jsontext.loads(text)
+
+
+@pytest.fixture
+def owner(db, settings, tmp_path):
+    settings.UPLOAD_DIR = tmp_path / "uploads"
+    settings.DATASET_DIR = tmp_path / "datasets"
+    user = User.objects.create_user("owner")
+    team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
+    return user
+
+
+@pytest.mark.parametrize("body", [BRACKETS, '{"name": "v", "spec": ' + DEEP_SPEC + "}"])
+def test_the_api_refuses_it_with_a_400(owner, body):
+    client = APIClient()
+    client.force_authenticate(owner)
+    for url in ("/api/v1/verifiers", "/api/v1/jobs/estimate", "/api/v1/verifiers/preview"):
+        response = client.post(url, data=body, content_type="application/json")
+        assert response.status_code == 400, (url, response.content)
+        assert "nested more than 100 levels deep" in response.json()["detail"]
+
+
+def test_v1_bodies_and_batch_lines_refuse_it_in_openais_shape(settings):
+    request = RequestFactory().post("/v1/chat/completions", data=BRACKETS, content_type="application/json")
+    with pytest.raises(OpenAIError) as error:
+        parse_body(request)
+    assert error.value.status == 400 and error.value.code == "invalid_json"
+    line = json.dumps({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {}})
+    _, errors = parse_lines(f'{line[:-1]}, "deep": {BRACKETS}}}\n'.encode())
+    assert errors == ["line 1: not valid JSON (nested more than 100 levels deep (the limit))"]
+
+
+def test_the_builder_shows_it_inline(client, owner):
+    client.force_login(owner)
+    response = client.post(
+        reverse("verifier-new"), {"name": "v", "type": "exact_match", "spec_json": BRACKETS}
+    )
+    assert response.status_code == 200
+    assert "nested more than 100 levels deep" in response.content.decode()
+    assert not Verifier.objects.exists()
+
+
+def test_a_dataset_line_nested_too_deep_goes_to_review_naming_the_line(owner):
+    client = APIClient()
+    client.force_authenticate(owner)
+    lines = ['{"q": "1+1=", "a": "2"}', '{"q": "2+2=", "a": "4", "meta": ' + BRACKETS + "}"]
+    response = client.post(
+        "/api/v1/datasets/uploads",
+        {
+            "name": "sums",
+            "file": SimpleUploadedFile("rows.jsonl", "\n".join(lines).encode()),
+            "prompt_field": "q",
+            "answer_field": "a",
+        },
+        format="multipart",
+    )
+    assert response.status_code == 202, response.content
+    dataset_upload_ingest(upload_id=response.json()["id"])
+    upload = client.get(f"/api/v1/datasets/uploads/{response.json()['id']}").json()
+    assert upload["state"] == "review" and upload["rows_valid"] == 1
+    assert upload["errors"] == [
+        {"row": 2, "field": "(line)", "message": "the JSON is nested more than 100 levels deep (the limit)"}
+    ]
