@@ -109,7 +109,8 @@ def test_bad_rows_are_named_by_row_and_field_and_the_good_ones_kept(tmp_path):
         {"solution": "3", "topic": "x"},
         ROWS[1],
     ]
-    body = jsonl(rows) + b"{broken\n" + b'{"question": "\xff\xfe"}\n'
+    deep = b'{"question": "q", "meta": ' + b"[" * 5000 + b"]" * 5000 + b"}\n"  # json.loads: RecursionError
+    body = jsonl(rows) + b"{broken\n" + b'{"question": "\xff\xfe"}\n' + deep
     report, target, _ = run(tmp_path, "bad.jsonl", body)
     assert report.rows == 2 and report.ok
     assert [(e["row"], e["field"]) for e in report.errors] == [
@@ -118,12 +119,14 @@ def test_bad_rows_are_named_by_row_and_field_and_the_good_ones_kept(tmp_path):
         (4, "question"),
         (6, "(line)"),
         (7, "(line)"),
+        (8, "(line)"),
     ]
     assert report.errors[0]["message"] == "prompt is empty"
     assert report.errors[2]["message"] == "missing column 'question' (mapped to prompt)"
     assert "not valid JSON" in report.errors[3]["message"]
     assert "not valid UTF-8" in report.errors[4]["message"]
-    assert len((tmp_path / "errors.jsonl").read_text().splitlines()) == 5
+    assert report.errors[5]["message"] == "the JSON is nested more than 100 levels deep (the limit)"
+    assert len((tmp_path / "errors.jsonl").read_text().splitlines()) == 6
 
 
 def test_chat_prompts_and_tests_lists(tmp_path):

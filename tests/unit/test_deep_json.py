@@ -1,11 +1,11 @@
 """JSON nested past anneal.jsontext.MAX_DEPTH (json.loads raises RecursionError, not ValueError, near the
-interpreter's limit) is refused like any bad JSON wherever a user sends it: never a server error."""
+interpreter's limit) is refused like any bad JSON wherever a user sends it: never a server error. Dataset
+lines nested too deep are in test_dataset_ingest."""
 
 import json
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import RequestFactory
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -13,7 +13,6 @@ from rest_framework.test import APIClient
 from anneal import jsontext
 from anneal.accounts.models import Organisation
 from anneal.accounts.services import team_create
-from anneal.datasets.services import dataset_upload_ingest
 from anneal.deployments.batches import parse_lines
 from anneal.deployments.v1 import OpenAIError, parse_body
 from anneal.verifiers.models import Verifier
@@ -72,26 +71,3 @@ def test_the_builder_shows_it_inline(client, owner):
     assert response.status_code == 200
     assert "nested more than 100 levels deep" in response.content.decode()
     assert not Verifier.objects.exists()
-
-
-def test_a_dataset_line_nested_too_deep_goes_to_review_naming_the_line(owner):
-    client = APIClient()
-    client.force_authenticate(owner)
-    lines = ['{"q": "1+1=", "a": "2"}', '{"q": "2+2=", "a": "4", "meta": ' + BRACKETS + "}"]
-    response = client.post(
-        "/api/v1/datasets/uploads",
-        {
-            "name": "sums",
-            "file": SimpleUploadedFile("rows.jsonl", "\n".join(lines).encode()),
-            "prompt_field": "q",
-            "answer_field": "a",
-        },
-        format="multipart",
-    )
-    assert response.status_code == 202, response.content
-    dataset_upload_ingest(upload_id=response.json()["id"])
-    upload = client.get(f"/api/v1/datasets/uploads/{response.json()['id']}").json()
-    assert upload["state"] == "review" and upload["rows_valid"] == 1
-    assert upload["errors"] == [
-        {"row": 2, "field": "(line)", "message": "the JSON is nested more than 100 levels deep (the limit)"}
-    ]
