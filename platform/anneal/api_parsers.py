@@ -19,6 +19,6 @@ class JSONParser(parsers.JSONParser):
             data = super().parse(stream, media_type, parser_context)
             jsontext.check_depth(data)
         except (RecursionError, jsontext.TooDeep):
-            raise ParseError(f"JSON parse error - {jsontext.TooDeep()}") from None
+            raise ParseError(f"JSON parse error - {jsontext.TOO_DEEP}") from None
         reject_nul(data, field="")
         return data

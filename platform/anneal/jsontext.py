@@ -10,13 +10,13 @@ answers it.
 import json
 
 MAX_DEPTH = 100  # chat messages nest 3 deep, a composite verifier spec about 6
+TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep (the limit)"
 
 
 class TooDeep(json.JSONDecodeError):
     def __init__(self) -> None:
-        message = f"nested more than {MAX_DEPTH} levels deep (the limit)"
-        super().__init__(message, "", 0)
-        self.args = (message,)
+        super().__init__(TOO_DEEP, "", 0)
+        self.args = (TOO_DEEP,)  # str() is the message alone, without JSONDecodeError's position
 
 
 def loads(text: str | bytes | bytearray) -> object:

@@ -129,7 +129,7 @@ def job_launch(
         vv = VerifierVersion.objects.filter(pk=wanted, verifier__team=team).first()
         if vv is None:
             raise InputError(
-                f"no verifier version with id {item.get('verifier_version')} in team '{team.name}'",
+                f"no verifier version with id {wanted} in team '{team.name}'",
                 field=f"verifiers[{index}].verifier_version",
             )
         weight = item.get("weight", 1.0)
