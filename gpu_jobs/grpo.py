@@ -39,6 +39,7 @@ from gpu_jobs.sink import CheckpointStore, EventSink
 from gpu_jobs.trainers import algorithm_classes, lora_config, save_model
 
 if TYPE_CHECKING:
+    from gpu_jobs.rewards.outbound import Outbound
     from sandboxes.client import SandboxClient
 
 ROW_INDEX_COLUMN = "anneal_row"
@@ -55,6 +56,7 @@ def main(
     control: JobControl | None = None,
     resume: bool = False,
     overlap_rewards: bool = True,
+    outbound: Outbound | None = None,
 ) -> dict:
     """Run GRPO as ``config`` says and return ``{"steps", "reward", "checkpoint", "model_dir", "train_seconds"}``.
 
@@ -63,6 +65,7 @@ def main(
     is wanted (a local one is used otherwise). Seeded: the same config on the same machine gives the same run.
     ``overlap_rewards``: score each step's rewards while its forward passes run (gpu_jobs.overlap); the run is
     the same either way, only faster with it (off only to measure it, bench/train_step.py).
+    ``outbound``: what verifiers that call out (model_judge) may reach, with the team's secrets; None: nothing.
     """
     from datasets import Dataset
     from transformers import AutoTokenizer, set_seed
@@ -75,7 +78,7 @@ def main(
     # Each verifier scores only the rows of its domains (every row when it names none).
     scorers = {
         verifier["name"]: DomainScorer(
-            build_scorer(verifier["spec"], sandbox=sandbox), verifier.get("domains")
+            build_scorer(verifier["spec"], sandbox=sandbox, outbound=outbound), verifier.get("domains")
         )
         for verifier in config.verifiers
     }
@@ -84,7 +87,7 @@ def main(
         {"prompt": [row["prompt"] for row in config.rows], ROW_INDEX_COLUMN: list(range(len(config.rows)))}
     )
     # Jobs with an environment run multi-turn episodes through TRL's rollout_func (gpu_jobs.agent.training).
-    agent = agent_rollouts(config, sink=sink, step_metrics=recorder.step_metrics)
+    agent = agent_rollouts(config, sink=sink, step_metrics=recorder.step_metrics, outbound=outbound)
     start_dir = model_dir
     if agent is not None:
         reward_funcs, dataset = agent.reward_funcs, agent.dataset()

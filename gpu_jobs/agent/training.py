@@ -43,6 +43,7 @@ from sandboxes.session import SessionPool
 
 if TYPE_CHECKING:
     from gpu_jobs.config import GRPOJobConfig
+    from gpu_jobs.rewards.outbound import Outbound
     from gpu_jobs.sink import EventSink
 
 ROW_KEY = "anneal-row:"
@@ -159,6 +160,7 @@ class AgentRollouts:
         config: GRPOJobConfig,
         sink: EventSink,
         step_metrics: dict[int, dict[str, float]] | None = None,
+        outbound: Outbound | None = None,
     ) -> None:
         self.config = config
         self.spec = validate_environment(config.environment)
@@ -171,7 +173,7 @@ class AgentRollouts:
         self.texts: dict[int, str] = {}
         self._next_id = 0
         self.emitted: dict[int, int] = defaultdict(int)
-        self.scorers = {v["name"]: build_scorer(v["spec"]) for v in config.verifiers}
+        self.scorers = {v["name"]: build_scorer(v["spec"], outbound=outbound) for v in config.verifiers}
         self.weights = {v["name"]: float(v["weight"]) for v in config.verifiers}
         self.renderer: PlainRenderer | None = None
         self.warmup: dict | None = None  # what the supervised warm-up did, when the environment asked for one
@@ -471,9 +473,13 @@ def _common_prefix(a: str, b: str) -> int:
 
 
 def agent_rollouts(
-    config: GRPOJobConfig, *, sink: EventSink, step_metrics: dict[int, dict[str, float]]
+    config: GRPOJobConfig,
+    *,
+    sink: EventSink,
+    step_metrics: dict[int, dict[str, float]],
+    outbound: Outbound | None = None,
 ) -> AgentRollouts | None:
     """The agent parts of a job with an ``environment`` (None for a single-turn job): grpo.main's hook."""
     if getattr(config, "environment", None) is None:
         return None
-    return AgentRollouts(config=config, sink=sink, step_metrics=step_metrics)
+    return AgentRollouts(config=config, sink=sink, step_metrics=step_metrics, outbound=outbound)

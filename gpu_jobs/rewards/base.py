@@ -96,6 +96,8 @@ class Scorer(ABC):
     # One line for the type picker, and an example spec for the API docs and the form builder.
     summary: ClassVar[str] = ""
     example: ClassVar[dict] = {}
+    # Types that call out (model_judge, and composite for its parts) take `outbound=` when built.
+    uses_outbound: ClassVar[bool] = False
 
     def __init__(self, spec: dict, *, sandbox: SandboxClient | None = None) -> None:
         self.spec = spec

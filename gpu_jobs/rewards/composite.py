@@ -9,6 +9,7 @@ from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, sho
 from gpu_jobs.rewards.formula import FormulaError, check_formula, evaluate
 
 if TYPE_CHECKING:
+    from gpu_jobs.rewards.outbound import Outbound
     from sandboxes.client import SandboxClient
 
 MODES = ("weighted_sum", "all_of", "min", "formula")
@@ -108,15 +109,19 @@ class Composite(Scorer):
             )
         return clean
 
-    def __init__(self, spec: dict, *, sandbox: SandboxClient | None = None) -> None:
-        from gpu_jobs.rewards.registry import VERIFIER_TYPES
+    uses_outbound = True  # for its parts
+
+    def __init__(
+        self, spec: dict, *, sandbox: SandboxClient | None = None, outbound: Outbound | None = None
+    ) -> None:
+        from gpu_jobs.rewards.registry import construct
 
         super().__init__(spec)
         self._parts = [
             (
                 part["name"],
                 part["weight"],
-                VERIFIER_TYPES[part["spec"]["type"]](part["spec"], sandbox=sandbox),
+                construct(part["spec"], sandbox=sandbox, outbound=outbound),
             )
             for part in spec["parts"]
         ]

@@ -1,8 +1,13 @@
-"""model_judge: a rubric sent to an OpenAI-compatible chat endpoint; the score in its reply, bounded to 0..1."""
+"""model_judge: a rubric sent to an OpenAI-compatible chat endpoint; the score in its reply, bounded to 0..1.
+
+The judge is an endpoint the team allowed (``endpoint``, with an optional key held as a team secret named by
+``api_key_secret``) or one of the team's platform deployments (``deployment``), called through the platform's
+own /v1 and metered like any call. What it may reach and the secrets' values come from the ``Outbound`` the
+platform builds for the team (gpu_jobs.rewards.outbound); without one every call is refused.
+"""
 
 from __future__ import annotations
 
-import os
 import re
 import string
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +18,9 @@ from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, sho
 if TYPE_CHECKING:
     import httpx
 
+    from gpu_jobs.rewards.outbound import HostEntry, Outbound
+    from sandboxes.client import SandboxClient
+
 DEFAULT_RUBRIC = (
     "You grade answers. Question:\n{prompt}\n\nReference answer:\n{reference}\n\nAnswer to grade:\n{completion}\n\n"
     "Rate how correct the answer is from {min_score} to {max_score}. End your reply with a line 'Score: N'."
@@ -20,13 +28,23 @@ DEFAULT_RUBRIC = (
 PLACEHOLDERS = ("prompt", "completion", "reference", "min_score", "max_score")
 _SCORE_LINE = re.compile(r"score\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
 _ANY_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,99}$")
+ENV_REFUSED = (
+    "is no longer accepted: it named an environment variable of the server, which would send the server's "
+    "own secrets (SECRET_KEY, database or storage keys) to the endpoint. Store the key as a team secret "
+    "(Team settings → Secrets) and name it in api_key_secret instead."
+)
 MAX_CONCURRENCY = 8
 MAX_COMPLETION_CHARS = 20000
 
 
 class ModelJudge(Scorer):
     type_name = "model_judge"
-    summary = "Model judge: a rubric sent to any OpenAI-compatible endpoint; its score, scaled to 0..1"
+    summary = (
+        "Model judge: a rubric sent to an allowed OpenAI-compatible endpoint or a team deployment; "
+        "its score, scaled to 0..1"
+    )
+    uses_outbound = True
     example = {
         "type": "model_judge",
         "endpoint": "http://127.0.0.1:8001/v1",
@@ -39,9 +57,20 @@ class ModelJudge(Scorer):
         SpecField(
             "endpoint",
             (str,),
-            help="Base URL of an OpenAI-compatible API, e.g. http://host:8000/v1 (a platform deployment works).",
+            default=None,
+            help="Base URL of an OpenAI-compatible API, e.g. https://host/v1; its host must be one the team's "
+            "owners allowed. Leave empty to use a deployment instead.",
         ),
-        SpecField("model", (str,), help="The model name the endpoint serves."),
+        SpecField(
+            "deployment",
+            (str,),
+            default=None,
+            help="The name of one of the team's deployments, called through the platform's /v1 and metered "
+            "(instead of an endpoint).",
+        ),
+        SpecField(
+            "model", (str,), default=None, help="The model name the endpoint serves (not for a deployment)."
+        ),
         SpecField(
             "rubric",
             (str,),
@@ -57,10 +86,11 @@ class ModelJudge(Scorer):
             "max_score", (int, float), default=10, help="The highest score the rubric allows (maps to 1)."
         ),
         SpecField(
-            "api_key_env",
+            "api_key_secret",
             (str,),
             default=None,
-            help="Name of an environment variable of the training worker holding the API key (never the key).",
+            help="The name of a team secret holding the endpoint's API key, sent as a bearer token "
+            "(never the key itself; not for a deployment).",
         ),
         SpecField("timeout_s", (int, float), default=30, help="Time limit per request."),
         SpecField("max_tokens", (int,), default=256, help="Longest judge reply."),
@@ -68,11 +98,35 @@ class ModelJudge(Scorer):
 
     @classmethod
     def normalise_spec(cls, spec: dict) -> dict:
+        if isinstance(spec, dict) and "api_key_env" in spec:
+            # Versions saved before secrets existed hold an explicit null: those mean "no key" and still load.
+            if spec["api_key_env"] is not None:
+                raise SpecError("api_key_env", ENV_REFUSED)
+            spec = {key: value for key, value in spec.items() if key != "api_key_env"}
         clean = super().normalise_spec(spec)
-        if not re.match(r"^https?://[^\s/]+", clean["endpoint"]):
-            raise SpecError("endpoint", "must be an http:// or https:// URL, e.g. http://host:8000/v1")
-        if not clean["model"].strip():
-            raise SpecError("model", "name the model the endpoint serves")
+        if clean["deployment"] is not None:
+            if clean["endpoint"] is not None:
+                raise SpecError("deployment", "give either an endpoint or a deployment, not both")
+            if not clean["deployment"].strip():
+                raise SpecError("deployment", "name one of the team's deployments")
+            if clean["api_key_secret"] is not None:
+                raise SpecError(
+                    "api_key_secret", "a deployment is called with a platform key: leave it empty"
+                )
+            if clean["model"] is not None and clean["model"] != clean["deployment"]:
+                raise SpecError("model", "a deployment is called by its own name: leave model empty")
+            clean["model"] = None
+        else:
+            if clean["endpoint"] is None:
+                raise SpecError("endpoint", "is required (or name a team deployment in deployment)")
+            if not re.match(r"^https?://[^\s/]+", clean["endpoint"]):
+                raise SpecError("endpoint", "must be an http:// or https:// URL, e.g. https://host/v1")
+            if clean["model"] is None or not clean["model"].strip():
+                raise SpecError("model", "name the model the endpoint serves")
+        if clean["api_key_secret"] is not None and not _SECRET_NAME.match(clean["api_key_secret"]):
+            raise SpecError(
+                "api_key_secret", "must be the name of a team secret (letters, digits, _ . -), not the key"
+            )
         try:
             names = {name for _, name, _, _ in string.Formatter().parse(clean["rubric"]) if name is not None}
         except ValueError as exc:
@@ -94,19 +148,53 @@ class ModelJudge(Scorer):
             raise SpecError("max_tokens", "must be between 1 and 8192")
         return clean
 
-    def _score(self, row: dict, completion: str) -> ScoreResult:
-        import httpx  # imported on use: importing the engine stays fast for the other types
+    def __init__(
+        self, spec: dict, *, sandbox: SandboxClient | None = None, outbound: Outbound | None = None
+    ) -> None:
+        # Imported on use: importing the engine stays fast (no httpx) for the other types.
+        from gpu_jobs.rewards.outbound import Outbound, parse_host_entry
 
-        with httpx.Client(timeout=self.spec["timeout_s"]) as client:
+        super().__init__(spec, sandbox=sandbox)
+        self._outbound = outbound if outbound is not None else Outbound()
+        # Resolved once, here, so a missing secret or deployment is one clear reason on every sample.
+        self._problem = ""
+        self._key: str | None = None
+        self._trusted: tuple[HostEntry, ...] = ()
+        self._url = ""
+        self._model = spec["model"]
+        if spec["deployment"] is not None:
+            route = self._outbound.deployments.get(spec["deployment"])
+            if route is None:
+                self._problem = f"the team has no deployment named {spec['deployment']!r} to judge with"
+                return
+            import httpx
+
+            self._url = route.base_url.rstrip("/") + "/chat/completions"
+            self._key = route.api_key
+            self._model = spec["deployment"]
+            platform = httpx.URL(route.base_url)
+            self._trusted = (parse_host_entry(platform.netloc.decode("ascii")),)
+            return
+        self._url = spec["endpoint"].rstrip("/") + "/chat/completions"
+        if spec["api_key_secret"] is not None:
+            self._key = self._outbound.secrets.get(spec["api_key_secret"])
+            if not self._key:
+                self._problem = f"the team has no secret named {spec['api_key_secret']!r}"
+
+    def _client(self) -> httpx.Client:
+        from gpu_jobs.rewards.outbound import checked_client
+
+        return checked_client(self._outbound, timeout=self.spec["timeout_s"], trusted=self._trusted)
+
+    def _score(self, row: dict, completion: str) -> ScoreResult:
+        with self._client() as client:
             return self._judge(client, row, completion)
 
     def score_batch(self, rows: list[dict], completions: list[str]) -> list[ScoreResult]:
         if len(rows) != len(completions):
             raise ValueError(f"{len(rows)} rows but {len(completions)} completions")
-        import httpx
-
         with (
-            httpx.Client(timeout=self.spec["timeout_s"]) as client,
+            self._client() as client,
             ThreadPoolExecutor(max_workers=MAX_CONCURRENCY) as pool,
         ):
             return list(
@@ -128,23 +216,27 @@ class ModelJudge(Scorer):
             "min_score": f"{spec['min_score']:g}",
             "max_score": f"{spec['max_score']:g}",
         }
-        headers = {}
-        if spec["api_key_env"]:
-            key = os.environ.get(spec["api_key_env"])
-            if not key:
-                return ScoreResult(0.0, {}, f"the environment variable {spec['api_key_env']} is not set")
-            headers["Authorization"] = f"Bearer {key}"
+        if self._problem:
+            return ScoreResult(0.0, {}, self._problem)
+        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
         body = {
-            "model": spec["model"],
+            "model": self._model,
             "messages": [{"role": "user", "content": spec["rubric"].format_map(values)}],
             "temperature": 0,
             "max_tokens": spec["max_tokens"],
         }
         import httpx
 
-        url = spec["endpoint"].rstrip("/") + "/chat/completions"
+        from gpu_jobs.rewards.outbound import OutboundRefused
+
+        url = self._url
         try:
             response = client.post(url, json=body, headers=headers)
+        except OutboundRefused as exc:
+            # Refused before any byte left: nothing of the target is known, so nothing of it is shown.
+            return ScoreResult(0.0, {}, f"judge call refused: {exc}")
+        except httpx.TooManyRedirects:
+            return ScoreResult(0.0, {}, f"judge at {url} redirected too many times")
         except httpx.HTTPError as exc:
             return ScoreResult(
                 0.0, {}, f"judge unreachable at {url}: {type(exc).__name__}: {shorten(str(exc), 120)}"

@@ -21,6 +21,7 @@ from gpu_jobs.rewards.regex_match import RegexMatch
 from gpu_jobs.rewards.similarity import TextSimilarity
 
 if TYPE_CHECKING:
+    from gpu_jobs.rewards.outbound import Outbound
     from sandboxes.client import SandboxClient
 
 VERIFIER_TYPES: dict[str, type[Scorer]] = {
@@ -55,7 +56,20 @@ def validate_spec(spec: dict) -> dict:
     return VERIFIER_TYPES[kind].normalise_spec(spec)
 
 
-def build_scorer(spec: dict, *, sandbox: SandboxClient | None = None) -> Scorer:
-    """A scorer for `spec` (validated here). Types that run code use `sandbox`, or a local one when None."""
+def build_scorer(
+    spec: dict, *, sandbox: SandboxClient | None = None, outbound: Outbound | None = None
+) -> Scorer:
+    """A scorer for `spec` (validated here). Types that run code use `sandbox`, or a local one when None.
+
+    Types that call out (model_judge) reach only what `outbound` allows, with its secrets; None allows nothing.
+    """
     clean = validate_spec(spec)
-    return VERIFIER_TYPES[clean["type"]](clean, sandbox=sandbox)
+    return construct(clean, sandbox=sandbox, outbound=outbound)
+
+
+def construct(clean: dict, *, sandbox: SandboxClient | None, outbound: Outbound | None) -> Scorer:
+    """The scorer for a spec already normalised; `outbound` goes only to the types that take it."""
+    cls = VERIFIER_TYPES[clean["type"]]
+    if cls.uses_outbound:
+        return cls(clean, sandbox=sandbox, outbound=outbound)  # type: ignore[call-arg]
+    return cls(clean, sandbox=sandbox)

@@ -27,6 +27,12 @@ SECRET_KEY = env_str("SECRET_KEY", "insecure-development-key-only-for-debug" if 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "http://localhost:8000,http://127.0.0.1:8000")
 BASE_URL = env_url("ANNEAL_BASE_URL", "http://127.0.0.1:8000", schemes=("http", "https"))
+# Team secrets (a judge's API key) are encrypted with this key (Fernet; any text is hashed into one). A list:
+# the first encrypts, all decrypt, so a key can be rotated. Unset: a key derived from SECRET_KEY.
+SECRETS_KEYS = env_list("ANNEAL_SECRETS_KEY", "")
+# Hosts every team's verifiers may call (model judges), besides those each team's owners allow; the same
+# forms as a team's list: api.example.com, *.example.com, 10.0.0.5:8000. Checked at start-up.
+JUDGE_ALLOWED_HOSTS = env_list("ANNEAL_JUDGE_ALLOWED_HOSTS", "")
 
 DATA_DIR = env_path("ANNEAL_DATA_DIR", REPO_ROOT / "var")
 UPLOAD_DIR = env_path("ANNEAL_UPLOAD_DIR", DATA_DIR / "uploads")

@@ -9,6 +9,7 @@ import pytest
 
 from gpu_jobs.rewards import SpecError, build_scorer, validate_spec
 from gpu_jobs.rewards.extract import extract_answer, last_json_object
+from gpu_jobs.rewards.outbound import Outbound, parse_host_entry
 from sandboxes.client import SandboxClient
 
 
@@ -408,9 +409,13 @@ def judge_url():
     server.server_close()
 
 
+# The judge server listens on loopback, which a judge reaches only when that exact host is allowed.
+LOOPBACK_ALLOWED = Outbound(allowed_hosts=(parse_host_entry("127.0.0.1"),))
+
+
 def test_model_judge_scores_are_parsed_and_bounded(judge_url):
     spec = {"type": "model_judge", "endpoint": judge_url, "model": "judge", "max_score": 10}
-    scorer = build_scorer(spec)
+    scorer = build_scorer(spec, outbound=LOOPBACK_ALLOWED)
     completions = [
         "JUDGE SAYS: Reasoning fine. Score: 8",
         "JUDGE SAYS: Score: 15",
@@ -428,7 +433,7 @@ def test_model_judge_scores_are_parsed_and_bounded(judge_url):
 
 def test_model_judge_unreachable_scores_zero():
     spec = {"type": "model_judge", "endpoint": "http://127.0.0.1:9/v1", "model": "judge", "timeout_s": 2}
-    result = build_scorer(spec).score({}, "x")
+    result = build_scorer(spec, outbound=LOOPBACK_ALLOWED).score({}, "x")
     assert result.score == 0.0 and "unreachable" in result.reason
 
 

@@ -103,3 +103,52 @@ class AuditEntry(models.Model):
         return (
             f"{self.created_at:%Y-%m-%d %H:%M} {self.user} {self.action} {self.object_type} {self.object_id}"
         )
+
+
+class TeamSecret(models.Model):
+    """A named value a team's verifiers use, such as a judge endpoint's API key.
+
+    Stored encrypted (anneal.accounts.secret_box); write-only: no page or API returns the value after it is
+    set, and only the platform decrypts it, when it builds a verifier for this team.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=100)
+    ciphertext = models.TextField()
+    # Issued by the platform itself (the key a judge uses to call a team deployment): not listed or editable.
+    managed = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="secret_name_unique_in_team")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.team} / secret {self.name}"
+
+
+class OutboundHost(models.Model):
+    """A host an owner lets the team's verifiers call (a model judge's endpoint), in the form
+    gpu_jobs.rewards.outbound.parse_host_entry reads: ``api.example.com``, ``*.example.com``, ``10.0.0.5:8000``."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="outbound_hosts")
+    host = models.CharField(max_length=300)
+    note = models.CharField(max_length=200, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "host"], name="outbound_host_unique_in_team")]
+        ordering = ["host"]
+
+    def __str__(self) -> str:
+        return f"{self.team} → {self.host}"
