@@ -104,6 +104,16 @@ class Stack:
             client.set("anneal-stack-claim", claim, ex=3600)
         self.manage("migrate", "--noinput")
         self.manage("collectstatic", "--noinput")
+        # /healthz/detail (workers per queue, the sandbox backend) is for staff: a staff token to wait on it.
+        self.ops_token = self.manage(
+            "anneal_member",
+            "--username=stack-operator",
+            "--organisation=Stack operators",
+            "--team=Operators",
+            "--role=viewer",
+            "--staff",
+            "--token=health",
+        ).splitlines()[-1]
         celery = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--loglevel", "INFO"]
         self._spawn(
             "web",
@@ -138,7 +148,11 @@ class Stack:
                 if proc.poll() is not None:
                     raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.log_tail(name)}")
             try:
-                response = httpx.get(f"{self.base_url}/healthz", timeout=5)
+                response = httpx.get(
+                    f"{self.base_url}/healthz/detail",
+                    headers={"Authorization": f"Bearer {self.ops_token}"},
+                    timeout=5,
+                )
                 last = response.json()
                 if response.status_code == 200:
                     return last

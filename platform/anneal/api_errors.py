@@ -5,7 +5,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from anneal.errors import InputError
+from anneal.errors import InputError, LimitReached
+from anneal.throttles import api_throttle_message
 
 
 def _flatten(detail, prefix: str = "") -> list[dict]:
@@ -26,6 +27,14 @@ def _flatten(detail, prefix: str = "") -> list[dict]:
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, LimitReached):
+        response = Response(
+            {"detail": str(exc), "errors": exc.errors}, status=status.HTTP_429_TOO_MANY_REQUESTS
+        )
+        response["Retry-After"] = str(exc.retry_after_s)
+        return response
+    if isinstance(exc, exceptions.Throttled):
+        exc.detail = api_throttle_message(context["request"], wait=exc.wait)
     if isinstance(exc, InputError):
         return Response({"detail": str(exc), "errors": exc.errors}, status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, DjangoValidationError):

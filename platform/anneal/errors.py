@@ -11,6 +11,16 @@ class InputError(Exception):
         super().__init__("; ".join(_describe(e) for e in errors))
 
 
+class LimitReached(InputError):
+    """A rate limit or quota is full for now: the API answers 429 with Retry-After, pages show the message.
+
+    The message names the limit (and the setting that sets it) and when to retry."""
+
+    def __init__(self, message: str, *, field: str, retry_after_s: int) -> None:
+        super().__init__(message, field=field)
+        self.retry_after_s = max(1, int(retry_after_s))
+
+
 def _describe(error: dict) -> str:
     where = error.get("field", "")
     if "row" in error:

@@ -1,5 +1,10 @@
-"""GET /healthz: database, Redis, Celery workers per queue and the sandbox backend, each with a status; the
-sandbox check carries the fleet's figures too (queue depth, p50/p99 latency and error rates per backend)."""
+"""Health. GET /healthz: liveness, for load balancers and orchestrators: no sign-in, cheap (it touches
+nothing: no database, no sandbox, no broker), and it says nothing but {"ok": true}.
+
+GET /healthz/detail, for staff only (a session or a staff user's API token): database, Redis, Celery workers
+per queue and the sandbox backend, each with a status; the sandbox check carries the fleet's figures too
+(queue depth, p50/p99 latency and error rates per backend). 200 when all are ok, 503 otherwise.
+"""
 
 import time
 
@@ -7,6 +12,10 @@ import redis
 from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
+from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import IsAdminUser
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 QUEUES = ("default", "gpu", "sandbox")
 
@@ -70,11 +79,20 @@ def _sandbox_fleet() -> dict:
 
 
 def healthz(request) -> JsonResponse:
-    checks = {
-        "database": _check(_database),
-        "redis": _check(_redis),
-        "workers": _check(_workers),
-        "sandbox": _check(_sandbox),
-    }
-    ok = all(c["ok"] for c in checks.values())
-    return JsonResponse({"ok": ok, "checks": checks}, status=200 if ok else 503)
+    # Anyone may call this, often: it must stay free of work and of detail.
+    return JsonResponse({"ok": True})
+
+
+class HealthDetailApi(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(exclude=True)
+    def get(self, request):
+        checks = {
+            "database": _check(_database),
+            "redis": _check(_redis),
+            "workers": _check(_workers),
+            "sandbox": _check(_sandbox),
+        }
+        ok = all(c["ok"] for c in checks.values())
+        return Response({"ok": ok, "checks": checks}, status=200 if ok else 503)

@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from anneal.accounts import views as accounts
+from anneal.accounts.login import SignInView
 from anneal.datasets import views as datasets
 from anneal.deployments import views as deployments
 from anneal.sandboxes_view import sandbox_fleet
@@ -13,7 +14,7 @@ from anneal.verifiers import views as verifiers
 
 urlpatterns = [
     path("", accounts.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", SignInView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("team/", accounts.team_switch, name="team-switch"),
     path("tokens/", accounts.token_list, name="token-list"),

@@ -47,6 +47,12 @@ UPLOAD_MAX_DECOMPRESSED_BYTES = (
     env_int("ANNEAL_UPLOAD_MAX_DECOMPRESSED_MB", 2000, minimum=1, maximum=1_000_000) * 1024 * 1024
 )
 DATASET_MAX_LINE_BYTES = env_int("ANNEAL_DATASET_MAX_LINE_KB", 8192, minimum=1, maximum=1_000_000) * 1024
+# A Parquet upload may have at most this many (leaf) columns; its cells are bounded by the line limit above.
+PARQUET_MAX_COLUMNS = env_int("ANNEAL_PARQUET_MAX_COLUMNS", 1000, minimum=1, maximum=100_000)
+# Any other request body (JSON, forms); checked while the body streams in (anneal.request_limits).
+REQUEST_MAX_BYTES = env_int("ANNEAL_REQUEST_MAX_MB", 10, minimum=1, maximum=10_000) * 1024 * 1024
+# An uploaded file past 1 MB goes to a temporary file on disk, never into memory.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 
 # Uploads and dataset versions live in the folders above, or, with ANNEAL_S3_BUCKET set, in any S3-compatible
 # store (AWS S3, MinIO, Ceph, R2...) through django-storages, so web and workers may run on separate hosts.
@@ -100,6 +106,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads a body (CSRF reads the form): a body over its limit is refused with a 413.
+    "anneal.request_limits.BodyLimitMiddleware",
     # Daphne serves no static files; WhiteNoise serves the collected ones (and the source folders in DEBUG).
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -206,6 +214,9 @@ SANDBOX_POOL_SIZE = env_int("ANNEAL_SANDBOX_POOL_SIZE", 2, minimum=0, maximum=64
 SANDBOX_RECYCLE_AFTER = env_int("ANNEAL_SANDBOX_RECYCLE_AFTER", 200, minimum=1, maximum=1_000_000)
 # Runs one team may have in flight on the sandbox hosts at once (remote execution; see sandboxes/fleet.py).
 SANDBOX_TEAM_QUOTA = env_int("ANNEAL_SANDBOX_TEAM_QUOTA", 64, minimum=1, maximum=100_000)
+# Verifier previews one user may start per minute (each may run code or call out); previews, hack probes and
+# test cases also take leases on the team's sandbox quota above, as jobs do (anneal.verifiers.sandbox_quota).
+VERIFIER_PREVIEW_RATE_PER_MIN = env_int("ANNEAL_PREVIEW_RATE_PER_MIN", 30, minimum=1, maximum=100_000)
 # Rollout texts older than this many days are dropped (their step, reward and parts stay); 0 keeps them all.
 ROLLOUT_RETENTION_DAYS = env_int("ANNEAL_ROLLOUT_RETENTION_DAYS", 90, minimum=0)
 JOB_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_JOB_HEARTBEAT_TIMEOUT_S", 120, minimum=10)
@@ -242,6 +253,8 @@ DEPLOY_REPLICA_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_REPLICA_HEARTBEAT_TIMEOUT_S
 DEPLOY_BATCH_MAX_LINES = env_int("ANNEAL_BATCH_MAX_LINES", 50_000, minimum=1, maximum=10_000_000)
 # Replicas run the CPU server (gpu_jobs.serving, transformers) or, on GPU hosts, vLLM's OpenAI server.
 DEPLOY_SERVING_BACKEND = env_choice("ANNEAL_SERVING_BACKEND", "cpu", ("cpu", "vllm"))
+# What Django reads into memory as request.body or form fields: enough for the largest /v1 request allowed.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(int(2.5 * 1024 * 1024), DEPLOY_MAX_REQUEST_KB * 1024)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
@@ -288,7 +301,28 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "anneal.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": ["anneal.throttles.ApiUserThrottle", "anneal.throttles.ApiAnonThrottle"],
 }
+# REST API calls per minute per user (a token counts as its user) and per address when signed out; sign-in is
+# refused for a username from one address after LOGIN_MAX_FAILURES failures, until LOGIN_LOCKOUT_S have passed
+# since the first of them (anneal.throttles).
+API_RATE_PER_MIN = env_int("ANNEAL_API_RATE_PER_MIN", 1200, minimum=1, maximum=1_000_000)
+API_ANON_RATE_PER_MIN = env_int("ANNEAL_API_ANON_RATE_PER_MIN", 120, minimum=1, maximum=1_000_000)
+LOGIN_MAX_FAILURES = env_int("ANNEAL_LOGIN_MAX_FAILURES", 5, minimum=1, maximum=1000)
+LOGIN_LOCKOUT_S = env_int("ANNEAL_LOGIN_LOCKOUT_S", 900, minimum=10, maximum=86_400)
+
+# Behind TLS (by default when ANNEAL_BASE_URL is https://) and not in DEBUG: cookies go over HTTPS only and
+# browsers are told to use HTTPS for a year (HSTS). A proxy that ends TLS must send X-Forwarded-Proto and be
+# trusted with ANNEAL_TRUST_X_FORWARDED_PROTO (only when it overwrites that header from clients).
+TLS = env_bool("ANNEAL_TLS", BASE_URL.startswith("https://"))
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = TLS and not DEBUG
+SECURE_HSTS_SECONDS = env_int("ANNEAL_HSTS_SECONDS", 31_536_000, minimum=0) if TLS and not DEBUG else 0
+if env_bool("ANNEAL_TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Anneal API",
     "DESCRIPTION": "Datasets, verifiers, RL post-training jobs and their live events. Authenticate with "

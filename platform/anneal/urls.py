@@ -6,7 +6,7 @@ from anneal.accounts.api import MeApi
 from anneal.dashboards import load_dashboards
 from anneal.datasets import api as datasets_api
 from anneal.deployments import api as deployments_api
-from anneal.health import healthz
+from anneal.health import HealthDetailApi, healthz
 from anneal.training import api as training_api
 from anneal.verifiers import api as verifiers_api
 
@@ -84,6 +84,7 @@ api_v1 = [
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("healthz/detail", HealthDetailApi.as_view(), name="health-detail"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("v1/", include("anneal.deployments.v1_urls")),  # the OpenAI-compatible endpoint of deployments

@@ -203,5 +203,11 @@ def test_schema_and_health(stack):
     schema = httpx.get(f"{stack.base_url}/api/schema/", timeout=30)
     assert schema.status_code == 200 and "/api/v1/jobs" in schema.text
     assert httpx.get(f"{stack.base_url}/api/docs/", timeout=30).status_code == 200
-    health = httpx.get(f"{stack.base_url}/healthz", timeout=30).json()
+    assert httpx.get(f"{stack.base_url}/healthz", timeout=30).json() == {"ok": True}
+    assert httpx.get(f"{stack.base_url}/healthz/detail", timeout=30).status_code in (401, 403)
+    health = httpx.get(
+        f"{stack.base_url}/healthz/detail",
+        headers={"Authorization": f"Bearer {stack.ops_token}"},
+        timeout=30,
+    ).json()
     assert health["ok"] and set(health["checks"]) == {"database", "redis", "workers", "sandbox"}

@@ -1,4 +1,4 @@
-"""The sandbox fleet page and the fleet figures in /healthz."""
+"""The sandbox fleet page and the fleet figures in the staff health view (/healthz/detail)."""
 
 import uuid
 
@@ -44,10 +44,11 @@ def test_the_page_needs_a_login(client):
     assert response.status_code == 302
 
 
-def test_healthz_carries_the_fleet_figures(client):
+def test_the_staff_health_view_carries_the_fleet_figures(client):
     store = fleet_redis()
     fleet.record(store, backend="bwrap", results=[{"status": "ok", "duration_s": 0.003}])
-    body = client.get("/healthz").json()
+    client.force_login(User.objects.create_user("fleet-operator", password="x", is_staff=True))
+    body = client.get("/healthz/detail").json()
     check = body["checks"]["sandbox"]
     assert check["ok"] is True, check
     figures = check["detail"]["fleet"]

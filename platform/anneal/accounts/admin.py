@@ -1,6 +1,10 @@
 from django.contrib import admin
 
+from anneal.accounts.login import AdminSignInForm
 from anneal.accounts.models import ApiToken, AuditEntry, Membership, Organisation, Team
+
+# The admin's sign-in has the same lockout and audit trail as the sign-in page.
+admin.site.login_form = AdminSignInForm
 
 
 class MembershipInline(admin.TabularInline):
@@ -49,4 +53,8 @@ class AuditEntryAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # The audit log is evidence: nobody, superusers included, edits or deletes it from the admin.
         return False

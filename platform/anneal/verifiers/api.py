@@ -246,9 +246,13 @@ class VerifierPreviewApi(TeamScopedView):
             ],
         ],
         description="Score completions with a spec without saving it: one result per sample, in order. "
-        "A sample the verifier cannot score gets 0 with the reason.\n\n" + SPEC_HELP,
+        "A sample the verifier cannot score gets 0 with the reason. Owners and experts only (403 for a "
+        "viewer); 429 with Retry-After past the user's previews per minute or when the team's sandbox quota "
+        "has no room.\n\n" + SPEC_HELP,
     )
     def post(self, request):
+        # A preview runs code and may call out on the team's quota: a viewer, who only looks, may not.
+        team = self.writable_team()
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
         samples = []
@@ -258,7 +262,9 @@ class VerifierPreviewApi(TeamScopedView):
                 field, messages = next(iter(one.errors.items()))
                 raise InputError(str(messages[0]), field=f"samples[{index}].{field}")
             samples.append(one.validated_data)
-        results = verifier_preview(spec=data.validated_data["spec"], samples=samples)
+        results = verifier_preview(
+            team=team, user=request.user, spec=data.validated_data["spec"], samples=samples
+        )
         return Response({"results": [result.to_dict() for result in results]})
 
 

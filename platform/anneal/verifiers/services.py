@@ -11,6 +11,8 @@ from anneal.accounts.models import Team
 from anneal.accounts.services import audit
 from anneal.errors import InputError, reject_nul, without_nul
 from anneal.verifiers.models import Verifier, VerifierTestCase, VerifierVersion
+from anneal.verifiers.outbound import judge_spec_check, team_outbound
+from anneal.verifiers.sandbox_quota import TeamSandbox
 from gpu_jobs.rewards import SpecError, build_scorer, validate_spec
 from gpu_jobs.rewards.probes import run_probes
 from sandboxes.client import SandboxClient
@@ -37,6 +39,12 @@ def platform_sandbox(*, team: Team | None = None) -> SandboxClient:
     )
 
 
+def team_sandbox(*, team: Team) -> TeamSandbox:
+    """The platform sandbox with its runs counted against ``team``'s sandbox quota (previews, probes, test
+    cases): its ``refused`` is set when the quota had no room."""
+    return TeamSandbox(team=team, client=platform_sandbox(team=team))
+
+
 def verifier_spec_check(spec: object) -> dict:
     """Return the normalised spec or raise InputError naming the field (prefixed ``spec.``)."""
     if not isinstance(spec, dict):
@@ -48,16 +56,16 @@ def verifier_spec_check(spec: object) -> dict:
         raise InputError(exc.message, field=f"spec.{exc.field}") from None
 
 
-def verifier_probe(*, spec: dict, rows: list[dict] | None = None) -> tuple[list[dict], bool]:
-    """The hack probes' results for a normalised spec, and whether any scored high. Never raises.
+def verifier_probe(*, spec: dict, team: Team, rows: list[dict] | None = None) -> tuple[list[dict], bool]:
+    """The hack probes' results for a normalised spec, and whether any scored high.
 
+    The probes' sandbox runs count against ``team``'s sandbox quota: SandboxBusy (a LimitReached) when it has
+    no room, so that no version is saved unprobed for that. Any other failure is recorded, not raised.
     A reason may quote what the verifier's own code returned or printed, NUL included: it is stored as U+FFFD.
     """
+    sandbox = team_sandbox(team=team)
     try:
-        results = [
-            without_nul(result.to_dict())
-            for result in run_probes(spec, rows=rows, sandbox=platform_sandbox())
-        ]
+        results = [without_nul(result.to_dict()) for result in run_probes(spec, rows=rows, sandbox=sandbox)]
     except Exception as exc:  # the probes must not stop a save: record that they could not run
         return [
             {
@@ -69,6 +77,8 @@ def verifier_probe(*, spec: dict, rows: list[dict] | None = None) -> tuple[list[
                 "skipped": without_nul(f"the probes could not run: {type(exc).__name__}: {exc}"[:300]),
             }
         ], False
+    if sandbox.refused is not None:
+        raise sandbox.refused
     return results, any(result["flagged"] for result in results)
 
 
@@ -81,8 +91,9 @@ def verifier_create(*, team: Team, user: User, name: str, spec: dict) -> Verifie
     if len(name) > limit:
         raise InputError(f"at most {limit} characters, got {len(name)}", field="name")
     normalised = verifier_spec_check(spec)
+    judge_spec_check(normalised, team=team)
     # Probes run sandboxes for seconds: before the transaction, so no row stays locked meanwhile.
-    probe_results, flagged = verifier_probe(spec=normalised)
+    probe_results, flagged = verifier_probe(spec=normalised, team=team)
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -103,7 +114,8 @@ def verifier_create(*, team: Team, user: User, name: str, spec: dict) -> Verifie
 
 def verifier_version_create(*, verifier: Verifier, user: User, spec: dict) -> VerifierVersion:
     normalised = verifier_spec_check(spec)
-    probe_results, flagged = verifier_probe(spec=normalised)
+    judge_spec_check(normalised, team=verifier.team)
+    probe_results, flagged = verifier_probe(spec=normalised, team=verifier.team)
     with transaction.atomic():
         Verifier.objects.select_for_update().filter(pk=verifier.pk).first()
         number = (verifier.versions.aggregate(n=Max("number"))["n"] or 0) + 1
@@ -192,7 +204,9 @@ def verifier_test_cases_run(*, version: VerifierVersion) -> list[dict]:
     cases = list(version.verifier.test_cases.all())
     if not cases:
         return []
-    scorer = build_scorer(version.spec, sandbox=platform_sandbox(team=version.verifier.team))
+    # Counted against the team's sandbox quota; when it is full, each case shows that as its reason.
+    team = version.verifier.team
+    scorer = build_scorer(version.spec, sandbox=team_sandbox(team=team), outbound=team_outbound(team))
     results = scorer.score_batch([case.row for case in cases], [case.completion for case in cases])
     return [
         {
