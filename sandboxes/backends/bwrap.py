@@ -5,10 +5,14 @@ minimal /dev, and a size-capped tmpfs at /tmp holding the working directory. No 
 checkout, no host environment variables, only a down loopback interface. It runs as uid 65534 with no
 capabilities, as a child of bwrap's own pid 1, so the whole sandbox dies with bwrap.
 
+Kernel surface: a seccomp filter (seccomp.py) refuses new namespaces, ptrace, mounts, keyrings, BPF and the
+like, and `--disable-userns` stops a nested user namespace a second way. The IPC namespace is the run's own
+(a warm sandbox's fork server empties it after every run instead: see fork_server.py).
+
 Limits: address space, CPU seconds, file size and core size by `prlimit` on the bwrap process (inherited by
-everything inside); processes by a per-run pids cgroup when one can be created (see process_limit.py), else
-RLIMIT_NPROC; disk by the tmpfs size; wall time and output size by this module, which SIGKILLs bwrap's
-process group (and the cgroup) when either runs out.
+everything inside); processes and the memory of all of them together by a per-run cgroup when one can be
+created (see process_limit.py), else RLIMIT_NPROC and RLIMIT_AS alone; disk by the tmpfs size; wall time and
+output size by this module, which SIGKILLs bwrap's process group (and the cgroup) when either runs out.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from pathlib import PurePosixPath
 
 from sandboxes.backends.base import SandboxBackend
 from sandboxes.backends.bwrap_launcher import BwrapLauncher
-from sandboxes.backends.process_limit import PidsCgroupParent, RunCgroup, user_task_count
+from sandboxes.backends.process_limit import CgroupParent, RunCgroup, join_cgroup, user_task_count
+from sandboxes.backends.seccomp import SeccompUnavailable, bpf_program
 from sandboxes.backends.warm_pool import WarmPool
 from sandboxes.types import Limits, RunRequest, RunResult, Status
 
@@ -41,6 +46,10 @@ PYTHON_FLAGS = ("-E", "-s", "-S", "-u", "-B")
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
 # bwrap's own two processes (outside and pid 1 inside) sit in the pids cgroup next to the program.
 BWRAP_TASKS = 2
+# The run's cgroup holds its processes' memory, its tmpfs's pages and bwrap's own (or the fork server's): the
+# cap is the run's memory_mb plus the tmpfs plus this, so one process that reaches its RLIMIT_AS still gets a
+# MemoryError first, and several together are stopped near the limit instead of at a multiple of it.
+SANDBOX_MEMORY_MB = 32
 # What running out of RLIMIT_AS looks like: Python's MemoryError, libc's ENOMEM text (shell tools), and the
 # dynamic loader failing to map a library when the limit is below what the interpreter itself needs.
 MEMORY_MARKERS = (
@@ -86,7 +95,7 @@ class BwrapBackend(SandboxBackend):
         self.prlimit_path = shutil.which("prlimit") or "/usr/bin/prlimit"
         self.python_path = python_path
         self.workers = max(workers, pool_size)
-        self._pids_parent = PidsCgroupParent.find()
+        self._cgroup_parent = CgroupParent.find()
         self.pool: WarmPool | None = None
         self.pool_tmpfs_mb = Limits().tmpfs_mb
         if pool_size > 0:
@@ -133,8 +142,13 @@ class BwrapBackend(SandboxBackend):
             outcome = _collect(proc, request.limits, cgroup, started=started)
             # bwrap reports the program's exit code only when it managed to set the sandbox up and start it.
             program_ran = '"exit-code"' in fds.read(fds.status_fd)
+            oom_killed = cgroup is not None and cgroup.oom_kills() > 0
         return _result(
-            outcome, request.limits, program_ran=program_ran, duration_s=time.monotonic() - started
+            outcome,
+            request.limits,
+            program_ran=program_ran,
+            duration_s=time.monotonic() - started,
+            oom_killed=oom_killed,
         )
 
     def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
@@ -162,8 +176,8 @@ class BwrapBackend(SandboxBackend):
 
     @property
     def process_limit(self) -> str:
-        if self._pids_parent is not None:
-            return f"a pids cgroup per run under {self._pids_parent.path}"
+        if self._cgroup_parent is not None:
+            return self._cgroup_parent.description
         note = " (not enforced: this process runs as root)" if os.getuid() == 0 else ""
         return f"RLIMIT_NPROC per host user, no writable pids cgroup{note}"
 
@@ -177,23 +191,32 @@ class BwrapBackend(SandboxBackend):
         main = MAIN_FILE[request.language]
         if main in request.files:
             return f"files may not contain {main}: that name holds the program's code"
+        try:
+            bpf_program()
+        except SeccompUnavailable as exc:
+            return f"no seccomp filter for the sandbox: {exc}"
         return ""
 
     def _create_cgroup(self, limits: Limits) -> RunCgroup | None:
-        if self._pids_parent is None:
+        if self._cgroup_parent is None:
             return None
-        return self._pids_parent.create(pids=limits.pids + BWRAP_TASKS)
+        memory_mb = cgroup_memory_mb(limits, tmpfs_mb=limits.tmpfs_mb)
+        return self._cgroup_parent.create(pids=limits.pids + BWRAP_TASKS, memory_mb=memory_mb)
 
-    def sandbox_args(self, *, tmpfs_mb: int, die_with_parent: bool = True) -> list[str]:
+    def sandbox_args(self, *, tmpfs_mb: int, seccomp_fd: int, die_with_parent: bool = True) -> list[str]:
         """bwrap and its options up to (not including) the program: shared by cold runs and warm sandboxes.
 
-        die_with_parent ties the sandbox to the *thread* that starts it, so warm sandboxes (started from
-        short-lived threads) go without it and end when their socket to the host closes instead.
+        `seccomp_fd` holds bpf_program() (read by bwrap, so it must be passed to it). die_with_parent ties the
+        sandbox to the *thread* that starts it, so warm sandboxes (started from short-lived threads) go without
+        it and end when their socket to the host closes instead.
         """
         return [
             self.bwrap_path,
-            "--unshare-all",
+            "--unshare-all",  # the IPC namespace included: System V objects die with the sandbox
             "--unshare-user",
+            "--disable-userns",  # no nested user namespace, even were the filter to miss a way to make one
+            "--seccomp",
+            str(seccomp_fd),
             "--uid",
             SANDBOX_UID,
             "--gid",
@@ -240,7 +263,11 @@ class BwrapBackend(SandboxBackend):
         if cgroup is None:
             # RLIMIT_NPROC counts the user's processes outside the sandbox too, so allow for those.
             prlimit.append(f"--nproc={user_task_count() + limits.pids + BWRAP_TASKS}")
-        bwrap = [*self.sandbox_args(tmpfs_mb=limits.tmpfs_mb), "--json-status-fd", str(fds.status_fd)]
+        bwrap = [
+            *self.sandbox_args(tmpfs_mb=limits.tmpfs_mb, seccomp_fd=fds.memfd(bpf_program())),
+            "--json-status-fd",
+            str(fds.status_fd),
+        ]
         main = MAIN_FILE[request.language]
         made_dirs: set[str] = set()
         for name, content in [*request.files.items(), (main, request.code)]:
@@ -254,9 +281,7 @@ class BwrapBackend(SandboxBackend):
         )
         command = [*prlimit, "--", *bwrap, "--", *program]
         if cgroup is not None:
-            # Join the cgroup before anything can fork: a shell writes its own pid, then execs the rest.
-            # (A preexec_fn would do it in Python between fork and exec, which is unsafe with run_many's threads.)
-            command = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file), *command]
+            command = join_cgroup(cgroup, command)
         return command
 
 
@@ -268,10 +293,10 @@ class _FdBag:
         self.passed: list[int] = []
         self.status_fd = self.memfd("")
 
-    def memfd(self, content: str, *, pass_to_bwrap: bool = True) -> int:
+    def memfd(self, content: str | bytes, *, pass_to_bwrap: bool = True) -> int:
         fd = os.memfd_create("sandbox", 0)  # no MFD_CLOEXEC: bwrap reads it after exec
         self._stack.callback(os.close, fd)
-        os.write(fd, content.encode())
+        os.write(fd, content.encode() if isinstance(content, str) else content)
         os.lseek(fd, 0, os.SEEK_SET)
         if pass_to_bwrap:
             self.passed.append(fd)
@@ -343,7 +368,15 @@ def _kill(proc: subprocess.Popen, cgroup: RunCgroup | None) -> None:
         cgroup.kill_all()
 
 
-def _result(outcome: _Outcome, limits: Limits, *, program_ran: bool, duration_s: float) -> RunResult:
+def cgroup_memory_mb(limits: Limits, *, tmpfs_mb: int) -> int:
+    """What a run's cgroup may hold: its address-space limit, its tmpfs and the sandbox's own processes."""
+    return limits.memory_mb + tmpfs_mb + SANDBOX_MEMORY_MB
+
+
+def _result(
+    outcome: _Outcome, limits: Limits, *, program_ran: bool, duration_s: float, oom_killed: bool = False
+) -> RunResult:
+    """`oom_killed`: the kernel killed a process of the run for passing the memory cap of its cgroup."""
     stdout, stdout_cut = _decode(outcome.stdout, limits.output_bytes)
     stderr, stderr_cut = _decode(outcome.stderr, limits.output_bytes)
     exit_code = outcome.exit_code
@@ -357,6 +390,9 @@ def _result(outcome: _Outcome, limits: Limits, *, program_ran: bool, duration_s:
         return result(Status.OUTPUT_LIMIT, f"\n[killed: output passed {limits.output_bytes} bytes]")
     if outcome.timed_out:
         return result(Status.TIMEOUT, f"\n[killed: wall time limit of {limits.wall_s} s]")
+    if oom_killed:
+        note = f"\n[memory limit: the run's processes together passed {limits.memory_mb} MB; one was killed]"
+        return result(Status.MEMORY, note)
     if not program_ran:
         return RunResult(Status.SANDBOX_ERROR, None, stdout, stderr, round(duration_s, 4))
     if exit_code == 0:

@@ -1,4 +1,8 @@
-"""Starts a warm bubblewrap sandbox: the fork server as the pid namespace's init, in a pids cgroup of its own."""
+"""Starts a warm bubblewrap sandbox: the fork server as the pid namespace's init, in a cgroup of its own.
+
+The cgroup caps the sandbox's tasks and memory; both are set again before every run to that run's limits
+(plus the fork server's own share), so the run's processes together stay within them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ import socket
 import subprocess
 from typing import TYPE_CHECKING
 
-from sandboxes.backends.process_limit import RunCgroup
+from sandboxes.backends.process_limit import RunCgroup, join_cgroup
+from sandboxes.backends.seccomp import bpf_program
 from sandboxes.backends.warm_pool import FORK_SERVER_SOURCE, SandboxStartError
 from sandboxes.types import Limits
 
@@ -26,21 +31,31 @@ class BwrapLauncher:
         self.tmpfs_mb = tmpfs_mb
         self.server_args = server_args
         self._cgroup: RunCgroup | None = None
+        self._memory_mb = 0  # the cgroup's memory cap now, so it is written only when a run changes it
         self._proc: subprocess.Popen | None = None
         self.pid: int = 0
 
     def start(self) -> socket.socket:
+        from sandboxes.backends.bwrap import cgroup_memory_mb
+
         backend = self._backend
-        if backend._pids_parent is not None:
+        if backend._cgroup_parent is not None:
+            defaults = Limits()
+            self._memory_mb = cgroup_memory_mb(defaults, tmpfs_mb=self.tmpfs_mb)
             try:
-                self._cgroup = backend._pids_parent.create(pids=Limits().pids + SANDBOX_TASKS)
+                self._cgroup = backend._cgroup_parent.create(
+                    pids=defaults.pids + SANDBOX_TASKS, memory_mb=self._memory_mb
+                )
             except OSError as exc:
-                raise SandboxStartError(f"could not create a pids cgroup: {exc}") from exc
+                raise SandboxStartError(f"could not create a cgroup: {exc}") from exc
         host_sock, inner_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        seccomp_fd = os.memfd_create("sandbox-seccomp", 0)  # no MFD_CLOEXEC: bwrap reads it after exec
+        os.write(seccomp_fd, bpf_program())
+        os.lseek(seccomp_fd, 0, os.SEEK_SET)
         argv = [
             # No --die-with-parent: it ties bwrap to the thread that starts it. The sandbox ends when its
             # socket to this process closes instead (this process exiting or dying included).
-            *backend.sandbox_args(tmpfs_mb=self.tmpfs_mb, die_with_parent=False),
+            *backend.sandbox_args(tmpfs_mb=self.tmpfs_mb, seccomp_fd=seccomp_fd, die_with_parent=False),
             # The fork server is the pid namespace's init: nothing inside can SIGKILL it, and every orphan
             # is re-parented to it for reaping.
             "--as-pid-1",
@@ -56,14 +71,14 @@ class BwrapLauncher:
             *self.server_args,
         ]
         if self._cgroup is not None:
-            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self._cgroup.procs_file), *argv]
+            argv = join_cgroup(self._cgroup, argv)
         try:
             self._proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                pass_fds=[inner_sock.fileno()],
+                pass_fds=[inner_sock.fileno(), seccomp_fd],
                 start_new_session=True,
                 env={},
             )
@@ -73,12 +88,24 @@ class BwrapLauncher:
             raise SandboxStartError(f"could not start bwrap: {exc}") from exc
         finally:
             inner_sock.close()
+            os.close(seccomp_fd)
         self.pid = self._proc.pid
         return host_sock
 
-    def set_pids(self, pids: int) -> None:
-        if self._cgroup is not None:
-            (self._cgroup.path / "pids.max").write_text(str(pids + SANDBOX_TASKS))
+    def set_limits(self, limits: Limits) -> None:
+        from sandboxes.backends.bwrap import cgroup_memory_mb
+
+        if self._cgroup is None:
+            return
+        self._cgroup.set_pids(limits.pids + SANDBOX_TASKS)
+        memory_mb = cgroup_memory_mb(limits, tmpfs_mb=self.tmpfs_mb)
+        if memory_mb != self._memory_mb:
+            self._memory_mb = 0  # unknown should the write fail half-way
+            self._cgroup.set_memory(memory_mb)
+            self._memory_mb = memory_mb
+
+    def oom_kills(self) -> int:
+        return self._cgroup.oom_kills() if self._cgroup is not None else 0
 
     def only_own_tasks_left(self) -> bool:
         if self._cgroup is None:

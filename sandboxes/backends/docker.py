@@ -8,13 +8,19 @@ pipes), so a warm run costs a fork inside a running container, not a container s
 exec (~160 ms).
 
 Containers: no network, read-only root, a size-capped tmpfs at /tmp, uid 65534, every capability dropped,
-no-new-privileges, memory and pids capped by the engine (and per run by rlimits from the fork server),
-labelled with the creating host and process. They end when that process's socket closes; `reap_orphans`
-removes any whose creator is gone (run whenever a backend is built).
+no-new-privileges, the seccomp profile of seccomp.py (no new namespaces, ptrace, mounts, keyrings, BPF …) in
+place of the engine's default, a private IPC namespace, memory and pids capped by the engine at the run's
+limits (so all of a run's processes together stay within its memory_mb, plus the tmpfs and the fork
+server), and per process by rlimits from the fork server; labelled with the creating host and process. A
+warm container serves only runs with the limits it was made for; the fork server empties its /tmp and its
+System V IPC objects and kills every process after each run. Containers end when their creator's socket
+closes; `reap_orphans` removes any whose creator is gone (run whenever a backend is built).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import socket
@@ -24,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sandboxes.backends.base import SandboxBackend
+from sandboxes.backends.seccomp import docker_profile
 from sandboxes.backends.warm_pool import FORK_SERVER_SOURCE, SandboxStartError, WarmPool, WarmSandbox
 from sandboxes.types import Limits, RunRequest, RunResult, Status
 
@@ -32,9 +39,8 @@ DEFAULT_IMAGE = "localhost/anneal-sandbox:bookworm"
 LABEL = "anneal.sandbox"
 SOCKET_MOUNT = "/run/anneal"
 SOCKET_DIR_PREFIX = "anneal-sandbox-"  # + creator pid: the host directory holding a container's socket
-CONTAINER_MEMORY_MB = (
-    1024  # the whole container; each run's own address-space limit is set by the fork server
-)
+# The fork server's own share of a container's memory cap, on top of the run's memory_mb and its tmpfs.
+FORK_SERVER_MEMORY_MB = 32
 START_TIMEOUT_S = 30.0
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
 
@@ -56,13 +62,37 @@ def _owner_labels() -> dict[str, str]:
     }
 
 
+def container_memory_mb(limits: Limits) -> int:
+    """A container's memory cap: the run's memory_mb for all its processes, its tmpfs and the fork server."""
+    return limits.memory_mb + limits.tmpfs_mb + FORK_SERVER_MEMORY_MB
+
+
+def seccomp_option(engine_is_podman: bool) -> str:
+    """HostConfig.SecurityOpt's seccomp entry: the Docker Engine takes the profile itself, Podman's Docker API
+    a path on the engine's host (this one: the socket is local), written once per profile content."""
+    text = json.dumps(docker_profile(), sort_keys=True)
+    if not engine_is_podman:
+        return f"seccomp={text}"
+    path = (
+        Path(tempfile.gettempdir()) / f"anneal-seccomp-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    )
+    if not path.exists():
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(text)
+        partial.replace(path)  # atomic: another process writing the same profile is harmless
+    return f"seccomp={path}"
+
+
 class DockerLauncher:
     """One container running the fork server, reached through a unix socket bind-mounted into it."""
 
-    def __init__(self, *, backend: DockerBackend, tmpfs_mb: int, pids: int) -> None:
+    def __init__(self, *, backend: DockerBackend, limits: Limits) -> None:
+        """The container is made for `limits`' tmpfs_mb, pids and memory_mb: runs asking for others need
+        another container."""
         self._backend = backend
-        self.tmpfs_mb = tmpfs_mb
-        self.pids = pids
+        self.limits = limits
+        self.tmpfs_mb = limits.tmpfs_mb
+        self.pids = limits.pids
         self.pid: str = ""
         self._container = None
         self._dir: str | None = None
@@ -80,6 +110,10 @@ class DockerLauncher:
             os.chmod(path, 0o666)  # the container's uid 65534 connects
             listener.listen(1)
             listener.settimeout(START_TIMEOUT_S)
+            try:
+                security = ["no-new-privileges", self._backend.seccomp_option()]
+            except Exception as exc:  # noqa: BLE001 - an engine that stopped answering, whatever the cause
+                raise SandboxStartError(f"the container engine did not answer: {exc}") from exc
             try:
                 self._container = self._backend.client().containers.create(
                     self._backend.image,
@@ -101,12 +135,13 @@ class DockerLauncher:
                     # Engines add writable tmpfs mounts of their own to a read-only root (Podman: /var/tmp,
                     # /dev/shm, /dev/mqueue): /tmp is the only writable place a run gets.
                     tmpfs={"/tmp": f"size={self.tmpfs_mb}m,mode=1777", "/var/tmp": "ro,size=4k"},
-                    ipc_mode="none",
+                    ipc_mode="none",  # a private IPC namespace (and no /dev/shm)
                     volumes={self._dir: {"bind": SOCKET_MOUNT, "mode": "rw"}},
-                    mem_limit=f"{CONTAINER_MEMORY_MB}m",
+                    mem_limit=f"{container_memory_mb(self.limits)}m",
+                    memswap_limit=f"{container_memory_mb(self.limits)}m",  # no swap on top
                     pids_limit=self.pids + 1,  # the program's processes and the fork server
                     cap_drop=["ALL"],
-                    security_opt=["no-new-privileges"],
+                    security_opt=security,
                     hostname="sandbox",
                     environment={"PATH": "/usr/bin:/bin"},
                     labels=_owner_labels(),
@@ -131,9 +166,15 @@ class DockerLauncher:
                 pass
         return conn
 
-    def set_pids(self, pids: int) -> None:
-        if pids != self.pids:
-            raise OSError(f"this container caps processes at {self.pids}, the run asks for {pids}")
+    def set_limits(self, limits: Limits) -> None:
+        if (limits.pids, limits.memory_mb) != (self.pids, self.limits.memory_mb):
+            raise OSError(
+                f"this container caps processes at {self.pids} and memory at {self.limits.memory_mb} MB, "
+                f"the run asks for {limits.pids} and {limits.memory_mb} MB"
+            )
+
+    def oom_kills(self) -> int:
+        return 0  # the fork server reads the container's own counter and reports it with each run
 
     def only_own_tasks_left(self) -> bool:
         return True  # the fork server kills and reaps every other process before it reports a run
@@ -177,13 +218,12 @@ class DockerBackend(SandboxBackend):
         self.image = image
         self.workers = max(workers, pool_size)
         self._client = None
+        self._seccomp_option = ""
         self.defaults = Limits()
         self.pool: WarmPool | None = None
         if pool_size > 0:
             self.pool = WarmPool(
-                make_launcher=lambda: DockerLauncher(
-                    backend=self, tmpfs_mb=self.defaults.tmpfs_mb, pids=self.defaults.pids
-                ),
+                make_launcher=lambda: DockerLauncher(backend=self, limits=self.defaults),
                 size=pool_size,
                 recycle_after=recycle_after,
             )
@@ -195,6 +235,13 @@ class DockerBackend(SandboxBackend):
             self._client = docker.DockerClient(base_url=self.base_url, timeout=60)
             self.reap_orphans()
         return self._client
+
+    def seccomp_option(self) -> str:
+        if not self._seccomp_option:
+            components = self.client().version().get("Components") or []
+            podman = any("podman" in str(c.get("Name", "")).lower() for c in components)
+            self._seccomp_option = seccomp_option(podman)
+        return self._seccomp_option
 
     def engine_problem(self) -> str:
         """Why no container can run here ("" when one can): the engine's socket or the image is missing."""
@@ -224,9 +271,11 @@ class DockerBackend(SandboxBackend):
                 Status.SANDBOX_ERROR, None, "", f"files may not contain {main}: that name holds the code", 0.0
             )
         limits = request.limits
-        if self.pool is not None and (limits.tmpfs_mb, limits.pids) == (
+        container_limits = (limits.tmpfs_mb, limits.pids, limits.memory_mb)
+        if self.pool is not None and container_limits == (
             self.defaults.tmpfs_mb,
             self.defaults.pids,
+            self.defaults.memory_mb,
         ):
             return self.pool.run(request)
         return self.run_cold(request)
@@ -234,7 +283,7 @@ class DockerBackend(SandboxBackend):
     def run_cold(self, request: RunRequest) -> RunResult:
         """A container of its own for this request: started, used once, removed."""
         started = time.monotonic()
-        launcher = DockerLauncher(backend=self, tmpfs_mb=request.limits.tmpfs_mb, pids=request.limits.pids)
+        launcher = DockerLauncher(backend=self, limits=request.limits)
         try:
             sandbox = WarmSandbox(launcher=launcher)
         except SandboxStartError as exc:

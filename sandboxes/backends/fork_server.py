@@ -8,15 +8,19 @@ Protocol (one run at a time):
   host -> here  b"run" with four descriptors: the request as JSON (memfd), stdin (memfd), stdout and stderr
                 (pipe write ends that the host reads, so output caps and the wall clock stay on the host side)
   here -> host  b"ready" once after start-up, then one JSON report per run:
-                {"exit_code": int | None, "signal": int | None, "setup_error": str | None, "clean": bool}
+                {"exit_code": int | None, "signal": int | None, "setup_error": str | None, "clean": bool,
+                 "oom_killed": bool (the container's cgroup counted an OOM kill during the run)}
   host -> here  b"kill" at any time during a run (wall time or output cap ran out): kill the run now.
 An empty read (the host closed the socket or died) ends the server, and bwrap's pid 1 takes the sandbox down.
 
 Every run gets: a new session, its own rlimits (address space, CPU, file size, no core), a fresh working
 directory under /tmp, the sandbox environment and nothing else; when the program exits, or is killed, every
 other process in the sandbox's pid namespace is SIGKILLed (this server is its init, pid 1, so orphans are
-re-parented to it) and /tmp is emptied, so nothing a run leaves behind (a daemon, a file) reaches the next
-one. As the namespace's init with no signal handlers it cannot be signalled from inside; it is not dumpable,
+re-parented to it), every System V shared-memory segment, semaphore set and message queue in the sandbox's
+IPC namespace is removed, and /tmp is emptied, so nothing a run leaves behind (a daemon, a file, an IPC
+object) reaches the next one. The seccomp filter the sandbox runs under (seccomp.py) refuses the kernel
+keyrings, so no key outlives a run either. The program's processes volunteer first to the kernel's OOM
+killer, so a run that passes the sandbox's memory cap loses one of its own processes, not this server. As the namespace's init with no signal handlers it cannot be signalled from inside; it is not dumpable,
 so a program (same uid) cannot ptrace it or read its memory. Should it die anyway, the host sees the socket
 close and throws the sandbox away.
 """
@@ -46,6 +50,11 @@ PRELOADED = (
 )  # fmt: skip
 
 PR_SET_DUMPABLE = 4
+IPC_RMID = 0
+LIBC = ctypes.CDLL(None, use_errno=True)
+# Where a container's fork server reads how often the kernel killed a process for passing the container's
+# memory cap (cgroup v2, then v1); a bubblewrap sandbox has no /sys, and its host reads the cgroup instead.
+OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 TMP = "/tmp"
 WORKDIR = "/tmp/work"  # the same path as a cold run's; /tmp is emptied after every run
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
@@ -59,8 +68,7 @@ RUN_DIR = "/tmp/.run"
 
 
 def prctl(option: int, value: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, value, 0, 0, 0) != 0:
+    if LIBC.prctl(option, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option})")
 
 
@@ -103,6 +111,11 @@ def setup(fds: list[int], setup_w: int, workdir: str) -> dict:
         os.write(setup_w, f"could not set the run up: {exc}".encode()[:4000])
         os._exit(1)
     os.setsid()
+    try:  # raising it needs no privilege; the server keeps 0, so the kernel picks the run's processes first
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
     for target, fd in zip((0, 1, 2), fds[1:], strict=True):
         os.dup2(fd, target)
     os.closerange(3, 1 << 16)  # the socket, the setup pipe and the received descriptors
@@ -214,6 +227,43 @@ def kill_the_rest() -> bool:
     return False
 
 
+def sysv_ids(kind: str) -> list[int]:
+    """The ids of the System V objects of `kind` ("shm", "sem", "msg") in this IPC namespace."""
+    try:
+        with open(f"/proc/sysvipc/{kind}") as f:
+            lines = f.read().splitlines()[1:]  # a header, then one object a line; its id is the 2nd field
+    except FileNotFoundError:
+        return []  # a kernel without System V IPC
+    return [int(line.split()[1]) for line in lines if line.strip()]
+
+
+def remove_sysv_ipc() -> bool:
+    """Remove every System V object a run made; True once none is left. The program ran as this server's
+    uid, which created them, and only that uid is mapped in the sandbox, so it may remove each one."""
+    try:
+        for ident in sysv_ids("shm"):
+            LIBC.shmctl(ident, IPC_RMID, None)  # nobody is attached any more: the segment goes at once
+        for ident in sysv_ids("sem"):
+            LIBC.semctl(ident, 0, IPC_RMID)
+        for ident in sysv_ids("msg"):
+            LIBC.msgctl(ident, IPC_RMID, None)
+        return not (sysv_ids("shm") or sysv_ids("sem") or sysv_ids("msg"))
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def oom_kills() -> int:
+    """The kernel's count of processes killed for passing this container's memory cap; 0 when unseen."""
+    for path in OOM_COUNTERS:
+        try:
+            with open(path) as f:
+                counts = dict(line.split() for line in f.read().splitlines() if len(line.split()) == 2)
+            return int(counts.get("oom_kill", 0))
+        except (OSError, ValueError):
+            continue
+    return 0
+
+
 def empty_tmp() -> bool:
     try:
         for entry in os.scandir(TMP):
@@ -246,7 +296,8 @@ def serve(sock: socket.socket) -> None:
         message, fds, _, _ = socket.recv_fds(sock, 64, 4)
         if message != b"run" or len(fds) != 4:
             return  # host gone, or a message we do not understand: end the sandbox
-        report = {"exit_code": None, "signal": None, "setup_error": None, "clean": True}
+        report = {"exit_code": None, "signal": None, "setup_error": None, "clean": True, "oom_killed": False}
+        oom_kills_before = oom_kills()
         pid = None
         setup_r, setup_w = os.pipe()
         try:
@@ -276,7 +327,10 @@ def serve(sock: socket.socket) -> None:
             if setup_error:
                 report["setup_error"] = setup_error
         os.close(setup_r)
-        report["clean"] = kill_the_rest() and (empty_run_dir() if SESSION else empty_tmp())
+        report["clean"] = (
+            kill_the_rest() and remove_sysv_ipc() and (empty_run_dir() if SESSION else empty_tmp())
+        )
+        report["oom_killed"] = oom_kills() > oom_kills_before
         if host_gone:
             return
         sock.send(json.dumps(report).encode())

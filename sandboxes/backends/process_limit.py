@@ -1,11 +1,17 @@
-"""How the bubblewrap backend caps the number of processes in one sandbox.
+"""How the bubblewrap backend caps the processes and the memory of one sandbox as a whole.
 
-RLIMIT_NPROC counts every process of the real user on the host (and is not enforced at all for root),
-so a per-run pids cgroup is used wherever this process may create one; RLIMIT_NPROC is the fallback.
+RLIMIT_AS bounds each process, so a run that forks eight children could hold eight times its limit, and
+RLIMIT_NPROC counts every process of the real user on the host (and is not enforced at all for root). So a
+cgroup is made per cold run and per warm sandbox wherever this process may create one: pids.max caps its
+tasks, and the memory controller caps what all of its processes hold together (their pages, the tmpfs's,
+the kernel's for them); going past it makes the kernel kill one of them, which the backend reports as
+status "memory". Both cgroup v1 (a hierarchy per controller, as on this kind of host) and v2 (one tree) work.
+RLIMIT_NPROC is the fallback for processes; without a writable memory controller only RLIMIT_AS remains.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import time
@@ -15,17 +21,70 @@ from pathlib import Path
 
 CGROUP_FS = Path("/sys/fs/cgroup")
 PARENT_NAME = "anneal-sandbox"
+STALE_AFTER_S = 60.0  # an empty child younger than this may be one another process is about to join
 
 
 @dataclass
 class RunCgroup:
-    """One sandbox run's pids cgroup. The sandbox joins it by writing its pid to `procs_file`."""
+    """One sandbox's cgroup: `pids_dir` always, `memory_dir` when a memory controller is writable (the same
+    directory on cgroup v2). The sandbox joins it by writing its pid to every file in `procs_files`."""
 
-    path: Path
+    pids_dir: Path
+    memory_dir: Path | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.pids_dir
 
     @property
     def procs_file(self) -> Path:
-        return self.path / "cgroup.procs"
+        return self.pids_dir / "cgroup.procs"
+
+    @property
+    def procs_files(self) -> list[Path]:
+        dirs = [self.pids_dir] + ([self.memory_dir] if self.memory_dir not in (None, self.pids_dir) else [])
+        return [d / "cgroup.procs" for d in dirs]
+
+    @property
+    def v2(self) -> bool:
+        return (self.pids_dir / "cgroup.controllers").exists()
+
+    def set_pids(self, pids: int) -> None:
+        (self.pids_dir / "pids.max").write_text(str(pids))
+
+    def set_memory(self, megabytes: int) -> None:
+        """Cap the memory of everything in the cgroup (swap included: none may be used). OSError when the
+        cgroup holds more than that already and the kernel cannot reclaim it."""
+        if self.memory_dir is None:
+            return
+        limit = str(megabytes << 20)
+        if self.v2:
+            (self.memory_dir / "memory.max").write_text(limit)
+            swap = self.memory_dir / "memory.swap.max"
+            if swap.exists():
+                swap.write_text("0")
+            return
+        # v1: memory+swap must stay >= memory, so raise memsw first and lower it last.
+        memsw = self.memory_dir / "memory.memsw.limit_in_bytes"
+        memory = self.memory_dir / "memory.limit_in_bytes"
+        order = [memory, memsw]
+        if int(memory.read_text()) < int(limit):
+            order.reverse()
+        for path in order:
+            if path.exists():
+                path.write_text(limit)
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel has killed in this cgroup for passing its memory cap."""
+        if self.memory_dir is None:
+            return 0
+        name = "memory.events" if self.v2 else "memory.oom_control"
+        try:
+            lines = (self.memory_dir / name).read_text().splitlines()
+        except OSError:
+            return 0
+        counts = dict(line.split() for line in lines if len(line.split()) == 2)
+        return int(counts.get("oom_kill", 0))
 
     def kill_all(self) -> None:
         """SIGKILL everything still in the cgroup; a fork bomb may race us, so repeat until it is empty."""
@@ -45,63 +104,110 @@ class RunCgroup:
 
     def remove(self) -> None:
         """Remove the cgroup; killed processes leave it asynchronously, so retry briefly."""
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                self.kill_all()
-                time.sleep(0.01)
+        for path in {self.pids_dir, self.memory_dir} - {None}:
+            for _ in range(50):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    self.kill_all()
+                    time.sleep(0.01)
 
 
 @dataclass
-class PidsCgroupParent:
-    """A cgroup directory under which this process can create children that carry pids.max."""
+class CgroupParent:
+    """Directories under which this process can create cgroups carrying pids.max (and memory limits)."""
 
-    path: Path
+    path: Path  # the pids one
+    memory_path: Path | None = None
 
     @classmethod
-    def find(cls) -> PidsCgroupParent | None:
-        """The first usable place (cgroup v1 pids hierarchy, then v2), or None when none is writable."""
-        for own in _own_cgroup_dirs():
-            parent = cls(path=own / PARENT_NAME)
-            try:
-                parent.path.mkdir(exist_ok=True)
-                # cgroup v2 only shows pids.max in a child when the parent delegates the controller.
-                if (parent.path / "cgroup.subtree_control").exists():
-                    (parent.path / "cgroup.subtree_control").write_text("+pids")
-                parent.remove_stale()
-                probe = parent.create(pids=8)
-                probe.remove()
-                return parent
-            except OSError:
-                continue
-        return None
+    def find(cls) -> CgroupParent | None:
+        """The first usable place for pids (cgroup v1 pids hierarchy, then v2) and for memory (v1 memory
+        hierarchy, then v2); None when no pids cgroup can be made, memory_path None when no memory one can."""
+        pids = _usable_parent(_own_cgroup_dirs("pids"), "pids")
+        if pids is None:
+            return None
+        return cls(path=pids, memory_path=_usable_parent(_own_cgroup_dirs("memory"), "memory"))
 
-    def create(self, *, pids: int) -> RunCgroup:
-        run = RunCgroup(path=self.path / uuid.uuid4().hex)
-        run.path.mkdir()
+    def create(self, *, pids: int, memory_mb: int | None = None) -> RunCgroup:
+        name = uuid.uuid4().hex
+        run = RunCgroup(pids_dir=self.path / name)
         try:
-            (run.path / "pids.max").write_text(str(pids))
+            run.pids_dir.mkdir()
+            run.set_pids(pids)
+            if self.memory_path is not None:
+                run.memory_dir = self.memory_path / name
+                if run.memory_dir != run.pids_dir:
+                    run.memory_dir.mkdir()
+                if memory_mb is not None:
+                    run.set_memory(memory_mb)
         except OSError:
             run.remove()
             raise
         return run
 
-    def remove_stale(self) -> None:
-        """Children left by a process that died mid-run; busy ones stay (another run may own them)."""
-        for child in self.path.iterdir():
-            if child.is_dir():
-                try:
-                    child.rmdir()
-                except OSError:
-                    pass
+    @property
+    def description(self) -> str:
+        memory = f"memory under {self.memory_path}" if self.memory_path else "no memory controller writable"
+        return f"a cgroup per sandbox: pids under {self.path}, {memory}"
 
 
-def _own_cgroup_dirs() -> list[Path]:
-    """This process's cgroup in the v1 pids hierarchy and in the v2 unified one, where mounted."""
+def join_cgroup(cgroup: RunCgroup, argv: list[str]) -> list[str]:
+    """`argv` run from a shell that first moves itself into `cgroup` (each hierarchy), so nothing it starts
+    is ever outside. A preexec_fn would do it in Python between fork and exec, which is unsafe with threads.
+    A write that fails ends the shell (status 125) before `argv` starts."""
+    script = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+    return ["/bin/sh", "-c", script, "join-cgroup", *map(str, cgroup.procs_files), "--", *argv]
+
+
+def _usable_parent(candidates: list[Path], controller: str) -> Path | None:
+    for own in candidates:
+        parent = own / PARENT_NAME
+        try:
+            parent.mkdir(exist_ok=True)
+            # cgroup v2 only shows a controller's files in a child when the parent delegates it.
+            if (parent / "cgroup.subtree_control").exists():
+                (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+            _remove_stale(parent)
+            probe = parent / uuid.uuid4().hex
+            probe.mkdir()
+            try:
+                limit_file = {"pids": "pids.max", "memory": "memory.max"}[controller]
+                if not (probe / "cgroup.controllers").exists() and controller == "memory":
+                    limit_file = "memory.limit_in_bytes"
+                (probe / limit_file).write_text({"pids": "8", "memory": str(64 << 20)}[controller])
+            finally:
+                probe.rmdir()
+            atexit.register(_remove_if_empty, parent)
+            return parent
+        except OSError:
+            continue
+    return None
+
+
+def _remove_stale(parent: Path) -> None:
+    """Children left by a process that died mid-run; busy or young ones stay (another run may own them)."""
+    now = time.time()
+    for child in parent.iterdir():
+        try:
+            if child.is_dir() and now - child.stat().st_mtime > STALE_AFTER_S:
+                child.rmdir()
+        except OSError:
+            pass
+
+
+def _remove_if_empty(parent: Path) -> None:
+    try:
+        parent.rmdir()  # fails while another process still has sandboxes there: then it stays
+    except OSError:
+        pass
+
+
+def _own_cgroup_dirs(controller: str) -> list[Path]:
+    """This process's cgroup in the v1 hierarchy of `controller` and in the v2 unified one, where mounted."""
     dirs = []
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
@@ -109,8 +215,8 @@ def _own_cgroup_dirs() -> list[Path]:
         return dirs
     for line in lines:
         _, controllers, rel = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            dirs.append(CGROUP_FS / "pids" / rel.lstrip("/"))
+        if controller in controllers.split(","):
+            dirs.append(CGROUP_FS / controller / rel.lstrip("/"))
         elif controllers == "" and (CGROUP_FS / "cgroup.controllers").exists():
             dirs.append(CGROUP_FS / rel.lstrip("/"))
     return dirs

@@ -53,8 +53,12 @@ class Launcher(Protocol):
     def start(self) -> socket.socket:
         """Start the sandbox; return the host end of its SOCK_SEQPACKET socket. SandboxStartError on failure."""
 
-    def set_pids(self, pids: int) -> None:
-        """Cap the tasks the next run may have (not counting the sandbox's own). OSError when it cannot."""
+    def set_limits(self, limits: Limits) -> None:
+        """Cap the tasks (not counting the sandbox's own) and the memory the next run may have, all its
+        processes together. OSError when it cannot."""
+
+    def oom_kills(self) -> int:
+        """Processes the kernel has killed in the sandbox for passing its memory cap so far (0: unknown)."""
 
     def only_own_tasks_left(self) -> bool:
         """True when nothing but the sandbox's own processes is left (checked after every run)."""
@@ -95,9 +99,10 @@ class WarmSandbox:
         self.runs += 1
         limits = request.limits
         try:
-            self._launcher.set_pids(limits.pids)
+            self._launcher.set_limits(limits)
         except OSError as exc:
-            return _Report(_error(f"could not set the process limit: {exc}", started), healthy=False)
+            return _Report(_error(f"could not set the run's limits: {exc}", started), healthy=False)
+        oom_kills_before = self._launcher.oom_kills()
         with ExitStack() as stack:
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
@@ -114,6 +119,8 @@ class WarmSandbox:
                 os.close(err_w)
             collected = _collect(self._sock, out_r, err_r, limits, started=started)
         report = collected.report or {}
+        # The host sees the cgroup of a bubblewrap sandbox; a container's fork server reads its own.
+        oom_killed = self._launcher.oom_kills() > oom_kills_before or report.get("oom_killed") is True
         healthy = collected.report is not None and report.get("clean") is True and not collected.killed
         healthy = healthy and self._launcher.only_own_tasks_left()
         if collected.report is None:
@@ -123,6 +130,10 @@ class WarmSandbox:
                     None, collected.stdout, collected.stderr, collected.timed_out, collected.flooded
                 )
                 result = _result(outcome, limits, program_ran=True, duration_s=time.monotonic() - started)
+            elif oom_killed:  # the kernel chose the fork server: the run passed the sandbox's memory cap
+                outcome = _Outcome(None, collected.stdout, collected.stderr, False, False)
+                duration_s = time.monotonic() - started
+                result = _result(outcome, limits, program_ran=True, duration_s=duration_s, oom_killed=True)
             else:
                 note = "\n[the sandbox's fork server died during the run]"
                 stdout = collected.stdout.decode(errors="replace")
@@ -140,7 +151,8 @@ class WarmSandbox:
         outcome = _Outcome(
             exit_code, collected.stdout, collected.stderr, collected.timed_out, collected.flooded
         )
-        result = _result(outcome, limits, program_ran=True, duration_s=time.monotonic() - started)
+        duration_s = time.monotonic() - started
+        result = _result(outcome, limits, program_ran=True, duration_s=duration_s, oom_killed=oom_killed)
         return _Report(result, healthy=healthy)
 
     def close(self) -> None:
