@@ -25,6 +25,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from gpu_jobs.rewards import build_scorer  # noqa: E402
+from gpu_jobs.rewards.outbound import Outbound, parse_host_entry  # noqa: E402
 from sandboxes.client import SandboxClient  # noqa: E402
 
 
@@ -99,9 +100,11 @@ def main() -> None:
     chosen = [name.strip() for name in args.types.split(",") if name.strip()] or list(all_specs)
     rows, completions = samples(args.batch)
     sandbox = SandboxClient()
+    # The local judge listens on loopback, which a judge reaches only when that exact host is allowed.
+    judge_outbound = Outbound(allowed_hosts=(parse_host_entry("127.0.0.1"),))
     print(f"{'type':<20} {'scores/s':>10} {'seconds':>9} {'mean score':>11}   batch of {args.batch}")
     for name in chosen:
-        scorer = build_scorer(all_specs[name], sandbox=sandbox)
+        scorer = build_scorer(all_specs[name], sandbox=sandbox, outbound=judge_outbound)
         scorer.score_batch(rows[:8], completions[:8])  # warm-up: imports, model loading
         start = time.perf_counter()
         results = scorer.score_batch(rows, completions)

@@ -63,7 +63,7 @@ def gate_inputs(deployment: Deployment) -> dict:
     }
 
 
-def evaluate_model(model_dir: str, inputs: dict, sandbox) -> dict[tuple[str, str], float]:
+def evaluate_model(model_dir: str, inputs: dict, sandbox, outbound=None) -> dict[tuple[str, str], float]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from gpu_jobs.evaluation import evaluate
@@ -75,7 +75,10 @@ def evaluate_model(model_dir: str, inputs: dict, sandbox) -> dict[tuple[str, str
         tokenizer.pad_token = tokenizer.eos_token
     scores: dict[tuple[str, str], float] = {}
     if inputs["held_out"] and inputs["verifiers"]:
-        scorers = {v["name"]: build_scorer(v["spec"], sandbox=sandbox) for v in inputs["verifiers"]}
+        scorers = {
+            v["name"]: build_scorer(v["spec"], sandbox=sandbox, outbound=outbound)
+            for v in inputs["verifiers"]
+        }
         weights = {v["name"]: float(v["weight"]) for v in inputs["verifiers"]}
         if sum(weights.values()) <= 0:
             weights = dict.fromkeys(weights, 1.0)
@@ -113,8 +116,12 @@ def run(deployment_id: int, out: Path) -> None:
         team=inputs["team"],
         max_batch=settings.SANDBOX_TEAM_QUOTA,
     )
-    base = evaluate_model(inputs["base"], inputs, sandbox)
-    candidate = evaluate_model(inputs["candidate"], inputs, sandbox)
+    from anneal.verifiers.outbound import team_outbound
+
+    # A model judge among the verifiers reaches only the team's allowed hosts, with the team's secrets.
+    outbound = team_outbound(deployment.team)
+    base = evaluate_model(inputs["base"], inputs, sandbox, outbound)
+    candidate = evaluate_model(inputs["candidate"], inputs, sandbox, outbound)
     rows = {"held-out": len(inputs["held_out"]), "general": len(inputs["general"])}
     scores = [
         {

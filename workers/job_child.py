@@ -11,8 +11,10 @@ from django.conf import settings
 
 from anneal.datasets.models import DatasetVersion
 from anneal.datasets.storage import read_rows
+from anneal.errors import InputError
 from anneal.training.models import Job
-from anneal.training.services import HYPER_FIELDS
+from anneal.training.services import HYPER_FIELDS, job_inputs_check
+from anneal.verifiers.outbound import team_outbound
 from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.grpo import main as grpo_main
 from sandboxes.client import SandboxClient
@@ -21,7 +23,7 @@ from workers.sink import DjangoCheckpointStore, DjangoEventSink, DjangoJobContro
 
 
 def run(job_id: int) -> None:
-    job = Job.objects.select_related("dataset_version").get(pk=job_id)
+    job = Job.objects.select_related("dataset_version", "team").get(pk=job_id)
     # The domains each verifier scores were frozen in the spec at launch (none: every domain).
     routes = {v["name"]: v["domains"] for v in job.spec.get("verifiers", []) if v.get("domains")}
     verifiers = [
@@ -58,6 +60,8 @@ def run(job_id: int) -> None:
         sandbox=sandbox,
         control=DjangoJobControl(job_id=job_id),
         resume=True,  # a requeued or resumed job goes on from its latest trainer checkpoint
+        # A model judge reaches only the team's allowed hosts, with its secrets, resolved here (never env vars).
+        outbound=team_outbound(job.team),
     )
     # Read by the worker: whether training ended early because the job was asked to pause or stop.
     (job_workdir(job_id) / "outcome.json").write_text(json.dumps({"stopped_for": summary.get("stopped_for")}))
@@ -75,7 +79,10 @@ def _eval_rows(job: Job) -> list[dict]:
     version_id = job.spec.get("eval_dataset_version")
     if not version_id:
         return []
-    return read_rows(DatasetVersion.objects.get(pk=version_id).rows_path)
+    version = DatasetVersion.objects.filter(pk=version_id).first()
+    if version is None:  # deleted before versions in use were protected: say so, not DoesNotExist
+        job_inputs_check(job=job)
+    return read_rows(version.rows_path)
 
 
 def main() -> None:
@@ -84,7 +91,9 @@ def main() -> None:
         run(job_id)
     except Exception as exc:
         traceback.print_exc()
-        (job_workdir(job_id) / "error.txt").write_text(f"{type(exc).__name__}: {exc}")
+        # A user's mistake (e.g. inputs deleted) reads as its plain message; anything else names its type.
+        message = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+        (job_workdir(job_id) / "error.txt").write_text(message)
         sys.exit(1)
 
 

@@ -4,6 +4,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from anneal.accounts import team_views
 from anneal.accounts import views as accounts
 from anneal.accounts.login import SignInView
 from anneal.datasets import views as datasets
@@ -19,6 +20,9 @@ urlpatterns = [
     path("team/", accounts.team_switch, name="team-switch"),
     path("tokens/", accounts.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", accounts.token_revoke, name="token-revoke"),
+    path("team/settings/", team_views.team_settings, name="team-settings"),
+    path("team/secrets/<int:pk>/delete/", team_views.team_secret_delete_view, name="team-secret-delete"),
+    path("team/outbound/<int:pk>/remove/", team_views.outbound_host_remove_view, name="outbound-host-remove"),
     path("datasets/", datasets.dataset_list, name="dataset-list"),
     path("datasets/upload/", datasets.dataset_upload, name="dataset-upload"),
     path("datasets/<int:pk>/", datasets.dataset_detail, name="dataset-detail"),
@@ -46,6 +50,7 @@ urlpatterns = [
     path("jobs/<int:pk>/pause/", training.job_pause_view, name="job-pause"),
     path("jobs/<int:pk>/resume/", training.job_resume_view, name="job-resume"),
     path("jobs/<int:pk>/retry/", training.job_retry_view, name="job-retry"),
+    path("jobs/<int:pk>/rollouts/", training.job_rollouts_view, name="job-rollouts"),
     path("deployments/", deployments.deployment_list, name="deployment-list"),
     path("deployments/new/", deployments.deployment_new, name="deployment-new"),
     path("deployments/budget/", deployments.team_budget_view, name="deployment-budget"),

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from anneal.accounts import api as accounts_api
 from anneal.accounts.api import MeApi
 from anneal.dashboards import load_dashboards
 from anneal.datasets import api as datasets_api
@@ -12,6 +13,14 @@ from anneal.verifiers import api as verifiers_api
 
 api_v1 = [
     path("me", MeApi.as_view(), name="me"),
+    path("team/secrets", accounts_api.TeamSecretListApi.as_view(), name="team-secret-list"),
+    path("team/secrets/<str:name>", accounts_api.TeamSecretDetailApi.as_view(), name="team-secret-detail"),
+    path("team/outbound-hosts", accounts_api.OutboundHostListApi.as_view(), name="outbound-host-list"),
+    path(
+        "team/outbound-hosts/<int:pk>",
+        accounts_api.OutboundHostDetailApi.as_view(),
+        name="outbound-host-detail",
+    ),
     path("datasets", datasets_api.DatasetListApi.as_view(), name="dataset-list"),
     path("datasets/<int:pk>", datasets_api.DatasetDetailApi.as_view(), name="dataset-detail"),
     path("datasets/uploads", datasets_api.UploadCreateApi.as_view(), name="upload-create"),
@@ -61,6 +70,7 @@ api_v1 = [
     path("jobs/<int:pk>/resume", training_api.JobResumeApi.as_view(), name="job-resume"),
     path("jobs/<int:pk>/retry", training_api.JobRetryApi.as_view(), name="job-retry"),
     path("jobs/<int:pk>/events", training_api.JobEventsApi.as_view(), name="job-events"),
+    path("jobs/<int:pk>/rollouts", training_api.JobRolloutsApi.as_view(), name="job-rollouts"),
     path("jobs/<int:pk>/rollouts/<int:seq>/flag", training_api.RolloutFlagApi.as_view(), name="rollout-flag"),
     path("checkpoints", training_api.CheckpointListApi.as_view(), name="checkpoint-list"),
     path("deployments", deployments_api.DeploymentListApi.as_view(), name="deployment-list"),

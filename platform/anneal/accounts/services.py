@@ -25,8 +25,8 @@ from anneal.accounts.selectors import role_in
 from anneal.errors import InputError, reject_nul
 
 
-class SecretExists(InputError):
-    """The name is taken: the API answers 409 Conflict."""
+class AlreadyExists(InputError):
+    """The secret name or allowed host is taken: the API answers 409 Conflict."""
 
 
 def audit(
@@ -131,7 +131,7 @@ def team_secret_set(*, team: Team, user: User, name: str, value: str, replace: b
     if existing is None and replace:
         raise InputError(f"team '{team.name}' has no secret named '{name}'", field="name")
     if existing is not None and not replace:
-        raise SecretExists(
+        raise AlreadyExists(
             f"team '{team.name}' already has a secret named '{name}': replace it instead", field="name"
         )
     if existing is None:
@@ -172,7 +172,7 @@ def outbound_host_add(*, team: Team, user: User, host: str, note: str = "") -> O
     if len(note) > 200:
         raise InputError(f"at most 200 characters, got {len(note)}", field="note")
     if OutboundHost.objects.filter(team=team, host=entry).exists():
-        raise SecretExists(f"{entry} is already allowed for team '{team.name}'", field="host")
+        raise AlreadyExists(f"{entry} is already allowed for team '{team.name}'", field="host")
     allowed = OutboundHost.objects.create(team=team, host=entry, note=note, created_by=user)
     audit(team=team, user=user, action="outbound_host.add", obj=allowed, host=entry)
     return allowed

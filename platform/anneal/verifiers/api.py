@@ -4,9 +4,11 @@ from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
+from anneal.accounts.scope import acting_team
 from anneal.api_base import TeamScopedView
 from anneal.errors import InputError
 from anneal.verifiers.models import Verifier, VerifierVersion
+from anneal.verifiers.outbound import judge_spec_check
 from anneal.verifiers.preview import PREVIEW_EXAMPLE, verifier_preview
 from anneal.verifiers.selectors import verifier_type_catalogue, verifier_version_diff
 from anneal.verifiers.services import (
@@ -221,6 +223,8 @@ class VerifierValidateApi(TeamScopedView):
         spec = request.data.get("spec") if isinstance(request.data, dict) else None
         try:
             clean = verifier_spec_check(spec)
+            # Names a secret, deployment or host the team lacks: said as the user types, not only on save.
+            judge_spec_check(clean, team=acting_team(request))
         except InputError as exc:
             return Response({"ok": False, "spec": None, "errors": exc.errors})
         return Response({"ok": True, "spec": clean, "errors": []})
