@@ -4,10 +4,20 @@ anyone reads a trace. Each alarm is raised once, and again only after its condit
 Torch-free: it reads the metric payloads the reporting callback emits.
 """
 
+from __future__ import annotations
+
 import json
-from collections import deque
+import threading
+from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
+
+# Every alarm a job may raise; the job setting pause_on_alarms names some of them (or "all").
+ALARM_NAMES = ("no_signal", "length_drift", "part_dominates", "forgetting", "reward_tampering")
+# Step metrics of code verifiers (only for steps a verifier that runs code scored): the share and the
+# number of the step's rollouts scored as tampering with the grader (gpu_jobs.rewards.base.TAMPERING_PART).
+TAMPERING_SHARE = "tampering"
+TAMPERING_COUNT = "tampering_count"
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,9 @@ class AlarmWatch:
       ``length_ratio`` times (or less than 1/``length_ratio`` of) the mean over the first ``window``.
     - ``part_dominates``: with two or more weighted verifiers, one gives more than ``dominance`` of the
       weighted reward for ``window`` steps in a row.
+    - ``reward_tampering``: at least one rollout of the step was scored as tampering with the verifier (the
+      ``tampering_count`` metric); ``tampering`` (a TamperingLog the reward functions record into) tells the
+      message what they tried.
     """
 
     def __init__(
@@ -39,6 +52,7 @@ class AlarmWatch:
         zero_std_share: float = 0.9,
         length_ratio: float = 2.0,
         dominance: float = 0.9,
+        tampering: TamperingLog | None = None,
     ) -> None:
         self.weights = {name: weight for name, weight in weights.items() if weight > 0}
         self.window = window
@@ -50,6 +64,7 @@ class AlarmWatch:
         self.no_signal_run = 0
         self.dominant_run: dict[str, int] = {}
         self.active: set[str] = set()
+        self.tampering = tampering
 
     def observe(self, metrics: dict) -> list[Alarm]:
         step = int(metrics.get("step", 0))
@@ -57,6 +72,7 @@ class AlarmWatch:
             "no_signal": self._no_signal(metrics),
             "length_drift": self._length_drift(metrics),
             "part_dominates": self._part_dominates(metrics),
+            "reward_tampering": self._reward_tampering(step, metrics),
         }
         raised = []
         for name, message in conditions.items():
@@ -115,6 +131,54 @@ class AlarmWatch:
             f"for {self.dominant_run[leader]} steps, the verifier '{leader}' gave more than "
             f"{self.dominance:.0%} of the reward: the others barely shape what the model learns"
         )
+
+    def _reward_tampering(self, step: int, metrics: dict) -> str | None:
+        tried = self.tampering.take(step) if self.tampering is not None else Counter()
+        count = int(metrics.get(TAMPERING_COUNT) or 0)
+        if count <= 0:
+            return None
+        share = metrics.get(TAMPERING_SHARE)
+        of = f" of {round(count / share)}" if isinstance(share, int | float) and share > 0 else ""
+        kinds = [kind for kind, _ in tried.most_common(3)]
+        what = f" ({'; '.join(kinds)}{'; …' if len(tried) > 3 else ''})" if kinds else ""
+        rollouts = "rollout" if count == 1 and not of else "rollouts"
+        return (
+            f"{count}{of} {rollouts} at step {step} tried to tamper with the verifier{what}: each scored 0, but "
+            "a policy that probes its grader is learning the grader, not the task; read them (the job page "
+            "links them) before trusting this run's reward"
+        )
+
+
+class TamperingLog:
+    """Per step: how many rollouts a verifier that runs code scored, and which of them tried to tamper with
+    it and how. Reward functions record into it from their threads (gpu_jobs.grpo, gpu_jobs.agent.training);
+    their step's metrics carry the count and share, and AlarmWatch takes what was tried for its message."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._steps: dict[int, tuple[int, int, Counter[str]]] = {}
+
+    def record(self, step: int, tried: list[str | None]) -> dict[str, float]:
+        """``tried``: per rollout, what it tried ("" when honest, None when no code verifier scored it).
+        Returns the step's metrics so far (several batches of one step add up); {} when none was scored."""
+        checked = [what for what in tried if what is not None]
+        with self._lock:
+            scored, count, kinds = self._steps.get(step, (0, 0, Counter()))
+            kinds.update(what for what in checked if what)
+            scored += len(checked)
+            count += sum(1 for what in checked if what)
+            self._steps[step] = (scored, count, kinds)
+        if not scored:
+            return {}
+        return {TAMPERING_SHARE: count / scored, TAMPERING_COUNT: float(count)}
+
+    def take(self, step: int) -> Counter[str]:
+        """What the rollouts of ``step`` tried, by kind, most frequent first; forgets ``step`` and before."""
+        with self._lock:
+            _, _, kinds = self._steps.pop(step, (0, 0, Counter()))
+            for old in [s for s in self._steps if s < step]:
+                del self._steps[old]
+        return kinds
 
 
 class ForgettingWatch:

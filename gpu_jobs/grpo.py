@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from transformers import PrinterCallback, TrainerCallback
 
 from gpu_jobs.agent.training import agent_rollouts
-from gpu_jobs.alarms import AlarmWatch, ForgettingWatch
+from gpu_jobs.alarms import AlarmWatch, ForgettingWatch, TamperingLog
 from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.control import JobControl, NoControl, control_callback, latest_checkpoint
 from gpu_jobs.device import HostInfo, device_args
@@ -34,6 +34,7 @@ from gpu_jobs.domains import DomainScorer, is_scored, row_domain
 from gpu_jobs.evaluation import evaluate
 from gpu_jobs.model_store import resolve_model
 from gpu_jobs.rewards import Scorer, ScoreResult, build_scorer
+from gpu_jobs.rewards.base import TAMPERING_PART, is_tampering, tampering_what
 from gpu_jobs.sampler import DomainWeights, group_signal, prepare_sampling
 from gpu_jobs.sink import CheckpointStore, EventSink
 from gpu_jobs.trainers import algorithm_classes, lora_config, save_model
@@ -87,7 +88,9 @@ def main(
         {"prompt": [row["prompt"] for row in config.rows], ROW_INDEX_COLUMN: list(range(len(config.rows)))}
     )
     # Jobs with an environment run multi-turn episodes through TRL's rollout_func (gpu_jobs.agent.training).
-    agent = agent_rollouts(config, sink=sink, step_metrics=recorder.step_metrics, outbound=outbound)
+    agent = agent_rollouts(
+        config, sink=sink, step_metrics=recorder.step_metrics, outbound=outbound, tampering=recorder.tampering
+    )
     start_dir = model_dir
     if agent is not None:
         reward_funcs, dataset = agent.reward_funcs, agent.dataset()
@@ -131,6 +134,7 @@ def main(
         save_root=output_dir / "saves",
         scorers=scorers,
         step_metrics=recorder.step_metrics,
+        tampering=recorder.tampering,
     )
     stopper = control_callback(control or NoControl())
     trainer = trainer_class(
@@ -191,6 +195,8 @@ class RolloutRecorder:
         self.emitted: dict[int, int] = defaultdict(int)
         # Metrics TRL does not compute, per step, merged into that step's metric event by the callback.
         self.step_metrics: dict[int, dict[str, float]] = defaultdict(dict)
+        # Rollouts scored as tampering with a verifier, per step: the reward_tampering alarm reads it.
+        self.tampering = TamperingLog()
 
     def reward_function(self, *, name: str, scorer: Scorer) -> Any:
         def score(prompts: list, completions: list, kwargs: dict) -> list[float]:
@@ -235,7 +241,22 @@ class RolloutRecorder:
                 group_signal([row_domain(r) for r in rows], self._passed(rows), self.group_size)
             )
             self.step_metrics[step].update(self.domain_weights.metrics())
-        self._emit(step=step, rows=rows, indices=kwargs[ROW_INDEX_COLUMN], prompts=prompts, texts=texts)
+        tried = self._tampering(len(rows))
+        self.step_metrics[step].update(self.tampering.record(step, tried))
+        self._emit(
+            step=step, rows=rows, indices=kwargs[ROW_INDEX_COLUMN], prompts=prompts, texts=texts, tried=tried
+        )
+
+    def _tampering(self, count: int) -> list[str | None]:
+        """Per completion: what it tried against a verifier that runs code ("" if nothing, None if no such
+        verifier scored it)."""
+        tried: list[str | None] = []
+        for index in range(count):
+            results = [results[index] for results in self.pending.values()]
+            kinds = [tampering_what(result) for result in results if is_tampering(result)]
+            checked = any(TAMPERING_PART in result.parts for result in results)
+            tried.append("; ".join(dict.fromkeys(kinds)) if kinds else "" if checked else None)
+        return tried
 
     def _pass_rates(self, rows: list[dict]) -> dict[str, float]:
         """Share of completions that every weighted verifier passed (scored 1), and the mean normalised
@@ -271,16 +292,25 @@ class RolloutRecorder:
         ]
 
     def _emit(
-        self, *, step: int, rows: list[dict], indices: list[int], prompts: list, texts: list[str]
+        self,
+        *,
+        step: int,
+        rows: list[dict],
+        indices: list[int],
+        prompts: list,
+        texts: list[str],
+        tried: list[str | None],
     ) -> None:
         pending, self.pending = self.pending, {}
-        wanted = min(self.per_step - self.emitted[step], len(texts))
-        if wanted <= 0:
-            return
+        wanted = max(0, min(self.per_step - self.emitted[step], len(texts)))
         self.emitted[step] += wanted
+        # Evenly spaced picks: completions come grouped by prompt, so this spreads them over prompts. Every
+        # rollout that tried to tamper is reported too, so the job page can show each one.
+        picks = sorted(
+            {i * len(texts) // wanted for i in range(wanted)} | {i for i, t in enumerate(tried) if t}
+        )
         rollouts = []
-        # Evenly spaced picks: completions come grouped by prompt, so this spreads them over prompts.
-        for index in (i * len(texts) // wanted for i in range(wanted)):
+        for index in picks:
             parts = {
                 name: results[index].score for name, results in pending.items() if is_scored(results[index])
             }
@@ -310,11 +340,14 @@ class RolloutRecorder:
                         "reference": None if reference is None else str(reference),
                         # Where the row is in the job's dataset, so a flagged rollout can become a test case.
                         "row_index": int(indices[index]),
+                        # What it tried against the verifier; the job page and API filter on this key.
+                        **({TAMPERING_PART: tried[index]} if tried[index] else {}),
                     },
                 )
             )
         # One write and one broadcast for the step's rollouts.
-        self.sink.emit_many(rollouts)
+        if rollouts:
+            self.sink.emit_many(rollouts)
 
 
 class ReportingCallback(TrainerCallback):
@@ -329,6 +362,7 @@ class ReportingCallback(TrainerCallback):
         save_root: Path,
         scorers: dict[str, Scorer],
         step_metrics: dict[int, dict[str, float]],
+        tampering: TamperingLog | None = None,
     ) -> None:
         self.config = config
         self.step_metrics = step_metrics
@@ -340,7 +374,9 @@ class ReportingCallback(TrainerCallback):
         self.last_reward: float | None = None
         self.last_location: str | None = None
         self.last_saved_step: int | None = None
-        self.alarms = AlarmWatch(weights={v["name"]: float(v["weight"]) for v in config.verifiers})
+        self.alarms = AlarmWatch(
+            weights={v["name"]: float(v["weight"]) for v in config.verifiers}, tampering=tampering
+        )
         # The first evaluation (the base model) is what later ones are compared with, per domain.
         self.forgetting = ForgettingWatch(
             margin=config.forgetting_margin, state_file=Path(config.output_dir) / "eval_base.json"

@@ -38,7 +38,9 @@ from gpu_jobs.agent.episode import Episode, EpisodeResult
 from gpu_jobs.agent.generation import TransformersTurns, VLLMTurns, turn_generator
 from gpu_jobs.agent.spec import EnvironmentSpec, validate_environment
 from gpu_jobs.agent.tools import tool_schemas
-from gpu_jobs.rewards import build_scorer
+from gpu_jobs.alarms import TamperingLog
+from gpu_jobs.rewards import ScoreResult, build_scorer
+from gpu_jobs.rewards.base import TAMPERING_PART, tampering_what
 from sandboxes.session import SessionPool
 
 if TYPE_CHECKING:
@@ -161,6 +163,7 @@ class AgentRollouts:
         sink: EventSink,
         step_metrics: dict[int, dict[str, float]] | None = None,
         outbound: Outbound | None = None,
+        tampering: TamperingLog | None = None,
     ) -> None:
         self.config = config
         self.spec = validate_environment(config.environment)
@@ -173,6 +176,8 @@ class AgentRollouts:
         self.texts: dict[int, str] = {}
         self._next_id = 0
         self.emitted: dict[int, int] = defaultdict(int)
+        # Episodes whose final-state verdict caught tampering, per step: the reward_tampering alarm reads it.
+        self.tampering = tampering if tampering is not None else TamperingLog()
         self.scorers = {v["name"]: build_scorer(v["spec"], outbound=outbound) for v in config.verifiers}
         self.weights = {v["name"]: float(v["weight"]) for v in config.verifiers}
         self.renderer: PlainRenderer | None = None
@@ -417,16 +422,20 @@ class AgentRollouts:
         # What the job's sandboxes were busy for, billed like verifier time (workers/sink.py adds verify_time/*).
         metrics[f"verify_time/{ENVIRONMENT_REWARD}"] = sum(r.sandbox_s + r.start_s for r in results)
         metrics["episode/rollout_seconds"] = total_s
+        metrics.update(self.tampering.record(step, [episode_tampering(r) for r in results]))
 
     def _emit(self, step: int, results: list[EpisodeResult], indices: list[int]) -> None:
-        wanted = min(self.config.rollouts_per_step - self.emitted[step], len(results))
-        if wanted <= 0:
-            return
+        wanted = max(0, min(self.config.rollouts_per_step - self.emitted[step], len(results)))
         self.emitted[step] += wanted
+        tried = [episode_tampering(result) for result in results]
         events = []
-        for pick in (i * len(results) // wanted for i in range(wanted)):
+        # Every episode that tried to tamper with the verdict is reported besides the evenly spaced picks.
+        picks = {i * len(results) // wanted for i in range(wanted)} | {i for i, t in enumerate(tried) if t}
+        for pick in sorted(picks):
             result = results[pick]
             payload = result.to_payload()
+            if tried[pick]:
+                payload[TAMPERING_PART] = tried[pick]
             row = self.rows[indices[pick]]
             payload.update(
                 {
@@ -439,7 +448,18 @@ class AgentRollouts:
             if row.get("domain"):
                 payload["domain"] = str(row["domain"])
             events.append(("rollout", payload))
-        self.sink.emit_many(events)
+        if events:
+            self.sink.emit_many(events)
+
+
+def episode_tampering(result: EpisodeResult) -> str | None:
+    """What the episode tried against its final-state verdict ("" when nothing; None when the verdict does
+    not check for tampering)."""
+    if TAMPERING_PART not in result.parts:
+        return None
+    return tampering_what(
+        ScoreResult(0.0, {TAMPERING_PART: result.parts[TAMPERING_PART]}, result.verdict.reason)
+    )
 
 
 def _row_index(prompt: Any) -> int:
@@ -478,8 +498,11 @@ def agent_rollouts(
     sink: EventSink,
     step_metrics: dict[int, dict[str, float]],
     outbound: Outbound | None = None,
+    tampering: TamperingLog | None = None,
 ) -> AgentRollouts | None:
     """The agent parts of a job with an ``environment`` (None for a single-turn job): grpo.main's hook."""
     if getattr(config, "environment", None) is None:
         return None
-    return AgentRollouts(config=config, sink=sink, step_metrics=step_metrics, outbound=outbound)
+    return AgentRollouts(
+        config=config, sink=sink, step_metrics=step_metrics, outbound=outbound, tampering=tampering
+    )

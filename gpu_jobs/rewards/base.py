@@ -25,6 +25,26 @@ class ScoreResult:
         return out
 
 
+# A code verifier's verdict on a program that tried to tamper with the grader: score 0, a reason that starts
+# with TAMPERING_PREFIX followed by what it tried, and parts[TAMPERING_PART] == 1.0. Honest samples of code
+# verifiers carry the part at 0.0; verifiers that run no code leave it out.
+TAMPERING_PART = "tampering"
+TAMPERING_PREFIX = "tampering: "
+
+
+def is_tampering(result: ScoreResult) -> bool:
+    return result.parts.get(TAMPERING_PART, 0.0) >= 1.0
+
+
+def tampering_what(result: ScoreResult) -> str:
+    """What a tampering result says the program tried, in a few words ("" when it did not tamper)."""
+    if not is_tampering(result):
+        return ""
+    reason = result.reason
+    what = reason[len(TAMPERING_PREFIX) :].split("; ")[0] if reason.startswith(TAMPERING_PREFIX) else ""
+    return shorten(what.strip() or "unknown kind", 120)
+
+
 class SpecError(ValueError):
     """A verifier spec a user wrote is wrong; `field` names the spec key, `message` says what to do."""
 

@@ -1,11 +1,27 @@
-"""composite: several verifiers as named parts, combined by weighted sum, all-of gate, minimum or a formula."""
+"""composite: several verifiers as named parts, combined by weighted sum, all-of gate, minimum or a formula.
+
+A part that reports tampering (gpu_jobs.rewards.base.TAMPERING_PART) is reported by the whole: its parts carry
+the tampering part and its reason starts with "tampering: <what>", so the job's alarm and rollout filter see
+it however deep the part sits. The composite then scores 0 when that part counts toward the score (weight
+above 0, or any part of a formula); a logged-only part (weight 0) reports the attempt and leaves the score.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
 
-from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, shorten
+from gpu_jobs.rewards.base import (
+    TAMPERING_PART,
+    TAMPERING_PREFIX,
+    Scorer,
+    ScoreResult,
+    SpecError,
+    SpecField,
+    is_tampering,
+    shorten,
+    tampering_what,
+)
 from gpu_jobs.rewards.formula import FormulaError, check_formula, evaluate
 
 if TYPE_CHECKING:
@@ -80,6 +96,12 @@ class Composite(Scorer):
                 raise SpecError(f"{where}.name", "must be a name of letters, digits and _ (e.g. correct)")
             if name in seen:
                 raise SpecError(f"{where}.name", f"{name!r} is used by another part")
+            if name == TAMPERING_PART:
+                raise SpecError(
+                    f"{where}.name",
+                    f"{name!r} is reserved: it marks programs that tried to tamper with the grader; "
+                    "choose another name",
+                )
             seen.add(name)
             weight = part.get("weight", 1.0)
             if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
@@ -153,7 +175,8 @@ class Composite(Scorer):
             try:
                 score = evaluate(self._formula, values)
             except FormulaError as exc:
-                return ScoreResult(0.0, values, f"formula {exc}; {reasons}")
+                failed = ScoreResult(0.0, values, f"formula {exc}; {reasons}")
+                return _with_tampering(failed, parts, formula=True)
         elif mode == "weighted_sum":
             total = sum(weight for _, weight, _ in counted)
             score = sum(weight * value for _, weight, value in counted) / total
@@ -164,4 +187,22 @@ class Composite(Scorer):
                 reasons = f"not passed: {', '.join(failing)}; {reasons}"
         else:
             score = min(value for _, _, value in counted)
-        return ScoreResult(score, values, reasons)
+        return _with_tampering(ScoreResult(score, values, reasons), parts, formula=mode == "formula")
+
+
+def _with_tampering(
+    combined: ScoreResult, parts: list[tuple[str, float, ScoreResult]], *, formula: bool
+) -> ScoreResult:
+    """``combined`` with the tampering part of its parts' results: absent when no part runs code, 0.0 for an
+    honest sample; on tampering, the first offender's "tampering: <what>" in front of the reason, and a
+    score of 0 when an offender counts toward the score."""
+    flags = [result.parts[TAMPERING_PART] for _, _, result in parts if TAMPERING_PART in result.parts]
+    if not flags:
+        return combined
+    flagged = {**combined.parts, TAMPERING_PART: max(flags)}
+    offenders = [(weight, result) for _, weight, result in parts if is_tampering(result)]
+    if not offenders:
+        return ScoreResult(combined.score, flagged, combined.reason)
+    counted = any(formula or weight > 0 for weight, _ in offenders)
+    reason = f"{TAMPERING_PREFIX}{tampering_what(offenders[0][1])}; {combined.reason}"
+    return ScoreResult(0.0 if counted else combined.score, flagged, reason)

@@ -157,6 +157,13 @@
     var name = document.createElement("code");
     name.textContent = p.name;
     li.append("step " + p.step + " · ", name, " · " + (p.message || ""));
+    if (p.name === "reward_tampering") {
+      // The offending rollouts, all of them (the live list holds only the newest), one click away.
+      var link = document.createElement("a");
+      link.href = data.rollouts_url + "?tampering=1&step=" + encodeURIComponent(p.step);
+      link.textContent = "show the rollouts of step " + p.step + " that tried to tamper";
+      li.append(" · ", link);
+    }
     $("alarm-list").append(li);
     $("job-alarms").hidden = false;
     addLog(seq, "alarm " + p.name + ": " + (p.message || ""), "log-alarm");
@@ -339,6 +346,7 @@
   var SIGNALS = {
     pass_rate: "pass rate (all verifiers passed)", completion_length: "completion length", entropy: "entropy",
     kl: "KL", step_time: "step time (s)", frac_reward_zero_std: "groups with no signal", grad_norm: "grad norm",
+    tampering: "rollouts that tried to tamper (share)",
   };
   function signalTitle(key) {
     if (SIGNALS[key]) return SIGNALS[key];
@@ -636,6 +644,7 @@
     if (min !== null && !(p.reward >= min)) return false;
     if (max !== null && !(p.reward <= max)) return false;
     if (f.domain.value && p.domain !== f.domain.value) return false;
+    if (f.outcome.value === "tampering") return isTampering(p);
     if (f.part.value || f.outcome.value) {
       var names = f.part.value ? [f.part.value] : Object.keys(p.parts || {});
       var scores = names.map(function (name) { return (p.parts || {})[name]; }).filter(function (v) { return typeof v === "number"; });
@@ -644,6 +653,11 @@
       if (f.outcome.value === "fail" && !scores.some(function (v) { return v < 0.999; })) return false;
     }
     return true;
+  }
+
+  // Tried to tamper with a verifier: the recorder's "tampering" key, or a tampering part or reason.
+  function isTampering(p) {
+    return Boolean(p.tampering) || (p.parts || {}).tampering >= 1 || /^tampering: /.test(p.reason || "");
   }
 
   function applyFilters() {

@@ -9,7 +9,7 @@ from anneal.errors import InputError
 from anneal.training.costs import job_estimate, job_spend
 from anneal.training.lifecycle import LIMIT_FIELDS, job_pause, job_resume, queue_state
 from anneal.training.models import Checkpoint, Job, JobEvent
-from anneal.training.selectors import job_events_after
+from anneal.training.selectors import job_events_after, job_rollouts
 from anneal.training.services import HYPER_FIELDS, job_cancel, job_launch, job_retry
 from anneal.training.spec import available_models, spec_fields
 
@@ -331,6 +331,42 @@ class JobEventsApi(TeamScopedView):
                 "state": job.state,
                 "last_seq": job.last_seq,
                 "results": EventOutput(events, many=True).data,
+            }
+        )
+
+
+class JobRolloutsApi(TeamScopedView):
+    class Params(serializers.Serializer):
+        tampering = serializers.BooleanField(
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text="1: only rollouts that tried to tamper with a verifier (the reward_tampering alarm's); "
+            "0: only the others; absent: all.",
+        )
+        step = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+        after = serializers.IntegerField(min_value=0, default=0, help_text="Only rollouts with seq > after.")
+        limit = serializers.IntegerField(min_value=1, max_value=1000, default=200)
+
+    @extend_schema(
+        parameters=[Params],
+        description="The job's rollouts (every one the job reported, none sampled out), in seq order, "
+        "filtered. Page by passing next_after as after. Each tampering rollout's payload says what it tried "
+        "under the key tampering.",
+    )
+    def get(self, request, pk: int):
+        job = self.get_scoped(Job.objects.all(), pk)
+        params = self.Params(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        found = job_rollouts(job=job, tampering=data["tampering"], step=data["step"])
+        page = list(found.filter(seq__gt=data["after"])[: data["limit"]])
+        return Response(
+            {
+                "job": job.pk,
+                "count": found.count(),
+                "results": EventOutput(page, many=True).data,
+                "next_after": page[-1].seq if len(page) == data["limit"] else None,
             }
         )
 

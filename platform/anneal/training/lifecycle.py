@@ -41,12 +41,7 @@ from anneal.errors import InputError
 from anneal.training.costs import job_remaining_seconds, job_spend, usd
 from anneal.training.events import job_event_record
 from anneal.training.models import ACTIVE_STATES, Job, JobState, TeamLimits
-
-# Alarm names a job may be set to pause on (gpu_jobs.alarms); "all" selects every alarm.
-try:
-    from gpu_jobs.alarms import ALARM_NAMES  # type: ignore[attr-defined]
-except ImportError:
-    ALARM_NAMES = ("no_signal", "length_drift", "part_dominates")
+from gpu_jobs.alarms import ALARM_NAMES  # the alarms a job may pause on; "all" selects every one
 
 # A dispatched job whose task no worker took within this time is sent again (claiming is idempotent).
 REDISPATCH_AFTER = timedelta(minutes=10)

@@ -1,10 +1,46 @@
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from anneal.training.models import EventKind, Job, JobEvent
+from gpu_jobs.rewards.base import TAMPERING_PART, TAMPERING_PREFIX
+
+# A rollout that tried to tamper with its verifier: the recorder's "tampering" key (what it tried), or, from
+# any other writer, a tampering part or a reason that starts with "tampering: ".
+TAMPERING_ROLLOUT = (
+    Q(payload__has_key=TAMPERING_PART)
+    | Q(**{f"payload__parts__{TAMPERING_PART}__gte": 1})
+    | Q(payload__reason__startswith=TAMPERING_PREFIX)
+)
 
 
 def job_events_after(*, job: Job, after: int, limit: int = 500) -> QuerySet[JobEvent]:
     return job.events.filter(seq__gt=after).order_by("seq")[:limit]
+
+
+def job_rollouts(*, job: Job, tampering: bool | None = None, step: int | None = None) -> QuerySet[JobEvent]:
+    """The job's rollout events in seq order; ``tampering`` True keeps only those that tried to tamper with
+    a verifier (False: only the others); ``step`` keeps one step's."""
+    rollouts = job.events.filter(kind=EventKind.ROLLOUT).order_by("seq")
+    if tampering is not None:
+        rollouts = rollouts.filter(TAMPERING_ROLLOUT) if tampering else rollouts.exclude(TAMPERING_ROLLOUT)
+    if step is not None:
+        rollouts = rollouts.filter(payload__step=step)
+    return rollouts
+
+
+def job_tampering_summary(*, job: Job) -> dict | None:
+    """The job's tampering at a glance: rollouts reported as tampering and the steps of its alarms; None when
+    there has been none."""
+    alarm_steps = sorted(
+        step
+        for step in job.events.filter(kind=EventKind.ALARM, payload__name="reward_tampering").values_list(
+            "payload__step", flat=True
+        )
+        if isinstance(step, int)
+    )
+    rollouts = job_rollouts(job=job, tampering=True).count()
+    if not alarm_steps and not rollouts:
+        return None
+    return {"rollouts": rollouts, "alarm_steps": alarm_steps}
 
 
 def metric_series(*, jobs: QuerySet[Job], key: str) -> dict[int, tuple[list[int], list[float]]]:

@@ -1,9 +1,13 @@
 """Pages: jobs, the launch form, and the job page that follows a run live over a websocket."""
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.db import transaction
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from anneal.accounts.scope import page_team
@@ -14,9 +18,11 @@ from anneal.training.costs import job_estimate, job_spend
 from anneal.training.forms import LaunchForm
 from anneal.training.lifecycle import job_pause, job_resume, queue_state
 from anneal.training.models import TERMINAL_STATES, Job, JobState
+from anneal.training.selectors import job_rollouts, job_tampering_summary
 from anneal.training.services import job_cancel, job_launch, job_retry
 
 STATE_FILTERS = [state.value for state in JobState]
+ROLLOUTS_PER_PAGE = 50
 
 
 @require_GET
@@ -84,6 +90,8 @@ def job_detail(request, pk: int):
         "flag_verifiers": [{"id": jv.verifier_version.verifier_id, "name": jv.name} for jv in verifiers],
         "can_write": can_write(request.user, job.team),
         "flag_url": f"/api/v1/jobs/{job.pk}/rollouts/",
+        # Every rollout the job reported, filtered on the server (the live list holds only the newest).
+        "rollouts_url": reverse("job-rollouts", args=[job.pk]),
     }
     context = {
         "section": "jobs",
@@ -93,11 +101,43 @@ def job_detail(request, pk: int):
         "can_resume": job.state == JobState.PAUSED,
         "verifiers": verifiers,
         "checkpoints": job.checkpoints.order_by("-step"),
+        "tampering": job_tampering_summary(job=job),
         "can_write": can_write(request.user, job.team),
         "page_data": page_data,
         "settings": sorted((k, v) for k, v in job.spec.items() if k not in ("verifiers", "dataset_version")),
     }
     return render(request, "training/job_detail.html", context)
+
+
+@require_GET
+@login_required
+def job_rollouts_view(request, pk: int):
+    """Every rollout the job reported, newest first, filtered: ``tampering=1`` keeps those that tried to
+    tamper with a verifier (what the reward_tampering alarm links to), ``step`` one step's."""
+    job = get_visible_or_404(request, Job.objects.all(), pk)
+    tampering = request.GET.get("tampering", "") in ("1", "true", "on")
+    step_text = request.GET.get("step", "").strip()
+    step, error = None, ""
+    if step_text:
+        if step_text.isdigit():
+            step = int(step_text)
+        else:
+            error = f"step must be a whole number, 0 or more; got {step_text!r}"
+    found = job_rollouts(job=job, tampering=True if tampering else None, step=step).order_by("-seq")
+    page = Paginator(found, ROLLOUTS_PER_PAGE).get_page(request.GET.get("page"))
+    filters: dict[str, object] = {"tampering": 1} if tampering else {}
+    if step is not None:
+        filters["step"] = step
+    context = {
+        "section": "jobs",
+        "job": job,
+        "page": page,
+        "tampering": tampering,
+        "step": "" if step is None else step,
+        "error": error,
+        "query": urlencode(filters),  # kept by the page links
+    }
+    return render(request, "training/job_rollouts.html", context, status=400 if error else 200)
 
 
 @require_POST
