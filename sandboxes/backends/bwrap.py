@@ -391,7 +391,10 @@ def _result(
     if outcome.timed_out:
         return result(Status.TIMEOUT, f"\n[killed: wall time limit of {limits.wall_s} s]")
     if oom_killed:
-        note = f"\n[memory limit: the run's processes together passed {limits.memory_mb} MB; one was killed]"
+        note = (
+            f"\n[memory limit: the run's processes together passed {limits.memory_mb} MB; "
+            "the kernel killed at least one]"
+        )
         return result(Status.MEMORY, note)
     if not program_ran:
         return RunResult(Status.SANDBOX_ERROR, None, stdout, stderr, round(duration_s, 4))

@@ -216,3 +216,135 @@ def test_a_run_finds_nothing_of_earlier_runs_in_its_memory(backend):
     later = backend.run(python(SCAN_OWN_MEMORY, limits=Limits(memory_mb=512)))
     assert later.status == Status.OK, later.stderr
     assert secret not in later.stdout
+
+
+# The kernel behind the sandbox: calls an escape starts from, each made so that it would succeed (or fail
+# otherwise than EPERM) in a plain namespace sandbox as uid 65534, and so shows the seccomp filter at work.
+KERNEL_CALLS = """
+import ctypes, errno, struct
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+perf_attr = bytearray(128)
+struct.pack_into("IIQ", perf_attr, 0, 1, 128, 0)  # PERF_TYPE_SOFTWARE, its size, the CPU clock
+struct.pack_into("Q", perf_attr, 40, 1 | 1 << 5 | 1 << 6)  # disabled, user space only
+perf_attr = (ctypes.c_char * 128).from_buffer(perf_attr)
+zeros = (ctypes.c_char * 128)()
+calls = {
+    "ptrace": lambda: libc.ptrace(0, 0, 0, 0),  # PTRACE_TRACEME
+    "mount": lambda: libc.mount(b"none", b"/tmp/work", b"tmpfs", 0, None),
+    "umount": lambda: libc.umount2(b"/tmp", 2),  # MNT_DETACH
+    "setns": lambda: libc.setns(0, 0),
+    "add_key": lambda: libc.syscall(248, b"user", b"anneal", b"secret", 6, -3),  # to the session keyring
+    "keyctl": lambda: libc.syscall(250, 0, -3, 1),  # KEYCTL_GET_KEYRING_ID of the session keyring
+    "request_key": lambda: libc.syscall(249, b"user", b"anneal", None, 0),
+    "bpf": lambda: libc.syscall(321, 0, zeros, 128),  # BPF_MAP_CREATE
+    "perf_event_open": lambda: libc.syscall(298, perf_attr, 0, -1, -1, 0),
+    "userfaultfd": lambda: libc.syscall(323, 1),  # UFFD_USER_MODE_ONLY: allowed unprivileged otherwise
+    "io_uring_setup": lambda: libc.syscall(425, 1, zeros),
+    "process_vm_readv": lambda: libc.syscall(310, 1, zeros, 1, zeros, 1, 0),
+}
+for name, call in calls.items():
+    rc = call()
+    print(name, "allowed" if rc >= 0 else errno.errorcode[ctypes.get_errno()])
+"""
+
+NESTED_USER_NAMESPACE = """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+CLONE_NEWUSER, SIGCHLD = 0x10000000, 17
+pid = libc.syscall(56, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0)  # clone(): a child in a new user namespace
+if pid == 0:
+    os._exit(0)
+print("clone", "allowed" if pid > 0 else errno.errorcode[ctypes.get_errno()])
+for name, flags in (("user", CLONE_NEWUSER), ("user+mount", CLONE_NEWUSER | 0x20000), ("ipc", 0x08000000)):
+    rc = libc.unshare(flags)
+    print("unshare", name, "allowed" if rc == 0 else errno.errorcode[ctypes.get_errno()])
+"""
+
+
+def test_a_nested_user_namespace_is_refused(backend):
+    result = backend.run(python(NESTED_USER_NAMESPACE))
+    assert result.status == Status.OK, result.stderr
+    assert result.stdout.splitlines() == [
+        "clone EPERM",
+        "unshare user EPERM",
+        "unshare user+mount EPERM",
+        "unshare ipc EPERM",
+    ]
+    shell = backend.run(RunRequest(language="shell", code="unshare --user --map-root-user id -u"))
+    assert shell.status == Status.FAILED
+    assert "Operation not permitted" in shell.stderr
+    assert shell.stdout == ""
+
+
+def test_tracing_mounts_keyrings_bpf_and_other_kernel_surface_are_refused(backend):
+    result = backend.run(python(KERNEL_CALLS))
+    assert result.status == Status.OK, result.stderr
+    refused = dict(line.split() for line in result.stdout.splitlines())
+    assert refused == {name: "EPERM" for name in refused}
+    assert len(refused) == 12
+
+
+def test_what_a_program_needs_still_works_under_the_filter(backend):
+    # A trusted harness forks the untrusted program and talks to it over pipes, hides itself from it
+    # (PR_SET_DUMPABLE) and watches it with an audit hook; threads and subprocesses are plain programs' too.
+    code = """
+import ctypes, os, subprocess, sys, threading
+events = []
+sys.addaudithook(lambda event, args: events.append(event) if event == "open" else None)
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(w, b"from the child")
+    os._exit(7)
+print(os.read(r, 100).decode(), os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+thread = threading.Thread(target=lambda: print("thread"))
+thread.start()
+thread.join()
+print(subprocess.run(["/bin/echo", "subprocess"], capture_output=True, text=True).stdout.strip())
+open("seen.txt", "w").close()
+print("audited", "open" in events)
+"""
+    result = backend.run(python(code))
+    assert result.status == Status.OK, result.stderr
+    assert result.stdout == "from the child 7\nthread\nsubprocess\naudited True\n"
+
+
+SYSV_IPC_KEY = 0x414E4E  # "ANN"
+MAKE_SYSV_IPC = f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+IPC_CREAT = 0o1000
+made = []
+for key in ({SYSV_IPC_KEY}, 0):  # a named segment and a private one (found only by listing)
+    shm = libc.shmget(key, 4096, IPC_CREAT | 0o666)
+    address = libc.shmat(shm, None, 0)
+    ctypes.memmove(address, b"from an earlier run", 19)
+    libc.shmdt(ctypes.c_void_p(address))
+    made += [shm >= 0, libc.semget(key, 1, IPC_CREAT | 0o666) >= 0, libc.msgget(key, IPC_CREAT | 0o666) >= 0]
+print(all(made))
+"""
+FIND_SYSV_IPC = f"""
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+for name, rc in (("shm", libc.shmget({SYSV_IPC_KEY}, 0, 0)), ("sem", libc.semget({SYSV_IPC_KEY}, 0, 0)),
+                 ("msg", libc.msgget({SYSV_IPC_KEY}, 0))):
+    print(name, "found" if rc >= 0 else errno.errorcode[ctypes.get_errno()])
+for kind in ("shm", "sem", "msg"):
+    print(kind, len(open(f"/proc/sysvipc/{{kind}}").read().splitlines()) - 1)  # one line an object
+"""
+
+
+def test_system_v_ipc_of_one_run_is_gone_in_the_next(backend):
+    started = backend.pool.stats.started if backend.pool is not None else None
+    made = backend.run(python(MAKE_SYSV_IPC))
+    assert (made.status, made.stdout) == (Status.OK, "True\n"), made.stderr
+    later = backend.run(python(FIND_SYSV_IPC))
+    assert later.status == Status.OK, later.stderr
+    assert later.stdout.splitlines() == ["shm ENOENT", "sem ENOENT", "msg ENOENT", "shm 0", "sem 0", "msg 0"]
+    if backend.pool is not None:  # the same warm sandbox served both runs
+        assert backend.pool.stats.started == started
