@@ -2,7 +2,7 @@
 
 from django.conf import settings
 
-from anneal.datasets.services import dataset_upload_ingest
+from anneal.datasets.services import dataset_upload_ingest, dataset_upload_preview
 from anneal.training.housekeeping import jobs_reap_stale, rollouts_prune
 from anneal.training.lifecycle import jobs_dispatch
 from sandboxes.service import run_batch
@@ -16,6 +16,13 @@ def dataset_ingest(self, upload_id: int) -> str:
     # Redelivered (acks late) after the worker died mid-ingest: the service fails the upload, not loops on it.
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     return dataset_upload_ingest(upload_id=upload_id, redelivered=redelivered).state
+
+
+@app.task(name="datasets.preview", bind=True)
+def dataset_preview(self, upload_id: int) -> str:
+    # Files are parsed here, never in the web process; redelivered: the last reading killed a worker.
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    return dataset_upload_preview(upload_id=upload_id, redelivered=redelivered).state
 
 
 @app.task(name="training.run_job", acks_late=True)

@@ -11,11 +11,12 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_app = get_asgi_application()
 
+from anneal.request_limits import BodyLimitASGI  # noqa: E402
 from anneal.training.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_app,
+        "http": BodyLimitASGI(django_app),  # a body over its limit is cut off as it streams in
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

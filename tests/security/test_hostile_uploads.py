@@ -15,7 +15,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from anneal.accounts.models import Organisation
 from anneal.accounts.services import team_create
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion, UploadState
-from anneal.datasets.services import dataset_upload_create, dataset_upload_ingest
+from anneal.datasets.services import dataset_upload_create, dataset_upload_ingest, dataset_upload_preview
 from anneal.errors import InputError
 
 pytestmark = [pytest.mark.security, pytest.mark.django_db]
@@ -196,7 +196,8 @@ def test_an_unknown_file_type_is_refused(owner):
 
 
 def test_the_mapping_preview_of_a_bomb_stops_early(owner):
-    from anneal.datasets.selectors import PREVIEW_MAX_BYTES, upload_preview
+    from anneal.datasets.preview import PREVIEW_MAX_BYTES
+    from anneal.datasets.selectors import upload_preview
 
     user, team = owner
     bomb = gzip.compress(b"\0" * (1024 * 1024), compresslevel=9) * 2100  # 2.1 GB of zeros
@@ -204,6 +205,9 @@ def test_the_mapping_preview_of_a_bomb_stops_early(owner):
         team=team, user=user, name="b", uploaded_file=SimpleUploadedFile("b.jsonl.gz", bomb), mapping=None
     )
     assert upload.state == UploadState.MAPPING
+    assert upload_preview(upload=upload) is None  # the web reads nothing: the worker's task does
+    dataset_upload_preview(upload_id=upload.pk)
+    upload.refresh_from_db()
     preview = upload_preview(upload=upload)
     assert preview.rows == [] and f"expand to more than {PREVIEW_MAX_BYTES} bytes" in preview.refused
 

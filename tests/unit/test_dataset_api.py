@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 from anneal.accounts.models import Organisation, Role
 from anneal.accounts.services import membership_set, team_create
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion
-from anneal.datasets.services import dataset_upload_ingest
+from anneal.datasets.services import dataset_upload_ingest, dataset_upload_preview
 from anneal.training.services import job_launch
 from anneal.verifiers.services import verifier_create
 
@@ -101,9 +101,12 @@ def test_the_browser_flow_maps_columns_after_seeing_the_first_rows(
             {"name": "csv sums", "file": SimpleUploadedFile("sums.csv", body.encode()), "map_later": "on"},
             HTTP_X_REQUESTED_WITH="XMLHttpRequest",
         )
-    assert response.status_code == 200 and queued == []  # nothing runs before the columns are chosen
+    assert response.status_code == 200 and len(queued) == 1  # only the preview is read before the mapping
     upload = DatasetUpload.objects.get()
     assert response.json() == {"redirect": reverse("upload-detail", args=[upload.pk])}
+    waiting = client.get(response.json()["redirect"]).content.decode()
+    assert "Reading the first rows" in waiting and "Choose the columns" not in waiting
+    dataset_upload_preview(upload_id=upload.pk)  # what the worker's datasets.preview task runs
     page = client.get(response.json()["redirect"]).content.decode()
     assert "Choose the columns" in page and "<th>question</th>" in page and "1+1=" in page
     # The obvious columns are guessed.
@@ -131,6 +134,11 @@ def test_mapping_a_missing_column_is_named_on_the_form(world, client):
     client.force_login(world["owner"])
     api = world["api"]["owner"]
     upload_id = api_upload(api, "m", b"question\n1+1=\n", "m.csv", map_later=True).json()["id"]
+    early = client.post(reverse("upload-map", args=[upload_id]), {"prompt_field": "question"})
+    assert early.status_code == 302  # back to the page, which waits for the first rows
+    assert api.get(f"/api/v1/datasets/uploads/{upload_id}/preview").json()["ready"] is False
+    dataset_upload_preview(upload_id=upload_id)
+    assert api.get(f"/api/v1/datasets/uploads/{upload_id}/preview").json()["columns"] == ["question"]
     response = client.post(
         reverse("upload-map", args=[upload_id]),
         {"prompt_field": "nope", "prompt_format": "auto", "tokenizer": "tiny"},
@@ -275,18 +283,21 @@ def test_another_team_sees_nothing(world):
 def test_an_oversized_file_is_refused(world, settings, client):
     settings.UPLOAD_MAX_BYTES = 1000
     response = api_upload(world["api"]["owner"], "big", b"x" * 5000)
-    assert response.status_code == 400
+    assert response.status_code == 413
     assert "the file is 5000 bytes, over the limit of 1000 bytes" in response.json()["detail"]
-    # A body far over the limit is refused from its Content-Length, before it is read.
+    # A body far over the limit is refused from its Content-Length, before it is read
+    # (tests/security/test_upload_limits.py: while it streams in, too).
     huge = api_upload(world["api"]["owner"], "big", b"x" * (2 * 2**20))
-    assert huge.status_code == 400 and "over the limit of 1000 bytes" in huge.json()["detail"]
+    assert huge.status_code == 413 and "larger than the limit of 1000 bytes" in huge.json()["detail"]
     client.force_login(world["owner"])
     page = client.post(
         reverse("dataset-upload"),
         {"name": "big", "file": SimpleUploadedFile("big.jsonl", b"x" * (2 * 2**20))},
         HTTP_X_REQUESTED_WITH="XMLHttpRequest",
     )
-    assert page.status_code == 400 and "over the limit of 1000 bytes" in page.json()["errors"]["file"][0]
+    assert (
+        page.status_code == 413 and "larger than the limit of 1000 bytes" in page.json()["errors"]["file"][0]
+    )
     assert not DatasetUpload.objects.exists()
 
 

@@ -83,11 +83,13 @@
           return response.json();
         })
         .then(function (upload) {
-          if (finished.indexOf(upload.state) >= 0) {
+          // In "mapping" the page waits until the worker has read the first rows (preview_ready).
+          if (finished.indexOf(upload.state) >= 0 && upload.preview_ready !== false) {
             window.location.reload();
             return;
           }
-          if (phase) phase.textContent = upload.state === "processing" ? "Validating rows…" : "Waiting for a worker…";
+          var phases = { processing: "Validating rows…", mapping: "Reading the first rows…" };
+          if (phase) phase.textContent = phases[upload.state] || "Waiting for a worker…";
           var percent = Math.round((upload.progress || 0) * 100);
           if (bar) {
             bar.style.width = percent + "%";

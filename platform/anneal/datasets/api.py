@@ -12,10 +12,11 @@ from anneal.api_parsers import JSONParser
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion
 from anneal.datasets.pack_services import domain_pack_create
 from anneal.datasets.packs import MAX_DIFFICULTY, MAX_PACK_ROWS, offered_tasks
+from anneal.datasets.preview import UploadPreview
 from anneal.datasets.selectors import upload_errors, upload_errors_csv, upload_preview
 from anneal.datasets.services import (
+    FileTooLarge,
     InUse,
-    check_request_size,
     dataset_delete,
     dataset_upload_accept,
     dataset_upload_create,
@@ -57,6 +58,9 @@ class DatasetOutput(serializers.ModelSerializer):
 
 class DatasetUploadOutput(serializers.ModelSerializer):
     dataset_version = serializers.SerializerMethodField()
+    preview_ready = serializers.SerializerMethodField(
+        help_text="Whether the worker has read the first rows (GET …/preview); always true past `mapping`."
+    )
 
     class Meta:
         model = DatasetUpload
@@ -78,9 +82,13 @@ class DatasetUploadOutput(serializers.ModelSerializer):
             "errors",
             "staged",
             "dataset_version",
+            "preview_ready",
             "created_at",
             "finished_at",
         ]
+
+    def get_preview_ready(self, upload) -> bool:
+        return upload.state != "mapping" or bool(upload.preview)
 
     def get_dataset_version(self, upload) -> int | None:
         version = DatasetVersion.objects.filter(source_upload=upload).first()
@@ -151,25 +159,29 @@ class UploadCreateApi(TeamScopedView):
 
     @extend_schema(
         request={"multipart/form-data": UploadInput},
-        responses={202: DatasetUploadOutput},
+        responses={202: DatasetUploadOutput, 413: OpenApiTypes.OBJECT},
         description="Upload JSONL, CSV or Parquet (each may be .gz). It is validated row by row in the "
         "background; poll the upload: `ready` (a new version), `review` (some rows bad: accept or reject), "
-        "or `failed` (errors naming row and field; nothing stored).",
+        "or `failed` (errors naming row and field; nothing stored). A file over ANNEAL_UPLOAD_MAX_MB is refused "
+        "with 413, while it is still being sent.",
     )
     def post(self, request):
         team = self.writable_team()
-        # Refuse an oversized body before reading it.
-        check_request_size(request.META.get("CONTENT_LENGTH"))
+        # A body over the limit never gets here: anneal.request_limits refused it while it streamed in.
         data = self.UploadInput(data=request.data)
         data.is_valid(raise_exception=True)
-        upload = dataset_upload_create(
-            team=team,
-            user=request.user,
-            name=data.validated_data["name"],
-            uploaded_file=data.validated_data["file"],
-            mapping=None if data.validated_data["map_later"] else data.mapping(),
-            tokenizer=data.validated_data["tokenizer"],
-        )
+        try:
+            upload = dataset_upload_create(
+                team=team,
+                user=request.user,
+                name=data.validated_data["name"],
+                uploaded_file=data.validated_data["file"],
+                mapping=None if data.validated_data["map_later"] else data.mapping(),
+                tokenizer=data.validated_data["tokenizer"],
+            )
+        except FileTooLarge as exc:
+            body = {"detail": str(exc), "errors": exc.errors}
+            return Response(body, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
         return Response(DatasetUploadOutput(upload).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -190,18 +202,12 @@ class UploadPreviewApi(TeamScopedView):
     @extend_schema(
         responses=OpenApiTypes.OBJECT,
         description="The columns and first rows of an upload, to choose the mapping: "
-        "{columns, rows, problems, refused}.",
+        "{ready, columns, rows, problems, refused}. The worker reads them after the upload: until it has, "
+        "`ready` is false and the lists are empty.",
     )
     def get(self, request, pk: int):
         preview = upload_preview(upload=self.get_scoped(DatasetUpload.objects.all(), pk))
-        return Response(
-            {
-                "columns": preview.columns,
-                "rows": preview.rows,
-                "problems": preview.problems,
-                "refused": preview.refused,
-            }
-        )
+        return Response({"ready": preview is not None, **(preview or UploadPreview()).to_dict()})
 
 
 class UploadMappingApi(TeamScopedView):

@@ -103,6 +103,9 @@ class DatasetUpload(models.Model):
     # The valid rows of an upload in review, kept out of every version until the expert accepts.
     staged_path = models.CharField(max_length=500, blank=True)
     staged = models.JSONField(default=dict, blank=True)  # sha256, columns, stats of the staged rows
+    # The columns and first rows (anneal.datasets.preview), read by the worker for the mapping page; empty
+    # until it has read them.
+    preview = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from anneal import jsontext
+from anneal.datasets.parquet import CellTooLarge, ParquetLimits, ParquetRefused, open_parquet
 
 FORMATS = ("jsonl", "csv", "parquet")
 SUFFIXES = {
@@ -32,7 +33,6 @@ SUFFIXES = {
     ".pq": "parquet",
 }
 GZIP_MAGIC = b"\x1f\x8b"
-PARQUET_BATCH_ROWS = 2048
 
 
 class FileRefused(Exception):
@@ -60,10 +60,12 @@ class RowError:
 
 @dataclass(frozen=True)
 class ReadLimits:
-    """``max_line_bytes`` bounds one line (JSONL, CSV); ``max_decompressed_bytes`` what a gzip may expand to."""
+    """``max_line_bytes`` bounds one line (JSONL, CSV) or one cell (Parquet); ``max_decompressed_bytes`` what
+    a gzip may expand to and what a Parquet file may decode to; ``max_columns`` a Parquet file's columns."""
 
     max_line_bytes: int = 8 * 1024 * 1024
     max_decompressed_bytes: int = 2 * 1024 * 1024 * 1024
+    max_columns: int = 1000
 
 
 def detect_format(file_name: str) -> tuple[str, bool]:
@@ -294,7 +296,6 @@ def _csv_rows(reader, header: list[str]) -> Iterator[tuple[int, dict | RowError]
 
 def _open_parquet(source: RecordSource, stream: BinaryIO, *, gzipped: bool, limits: ReadLimits) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     handle: BinaryIO = stream
     if gzipped:
@@ -307,25 +308,34 @@ def _open_parquet(source: RecordSource, stream: BinaryIO, *, gzipped: bool, limi
     else:
         handle = stream.raw.raw  # type: ignore[attr-defined]  # the plain file: seekable
         handle.seek(0)
+    bounds = ParquetLimits(
+        max_columns=limits.max_columns,
+        max_cell_bytes=limits.max_line_bytes,
+        max_decoded_bytes=limits.max_decompressed_bytes,
+    )
     try:
-        parquet = pq.ParquetFile(handle)
+        parquet = open_parquet(handle, limits=bounds)
+    except ParquetRefused as exc:
+        raise FileRefused(exc.message, row=exc.row, field=exc.field) from None
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise FileRefused(f"not a readable Parquet file: {exc}") from exc
-    schema = parquet.schema_arrow
-    source.columns = list(schema.names)
-    source.column_types = {f.name: str(f.type) for f in schema}
-    source.total_rows = parquet.metadata.num_rows
-    source._iterator = _parquet_rows(parquet)
+    source.columns = parquet.columns
+    source.column_types = parquet.column_types
+    source.total_rows = parquet.total_rows
+    source._iterator = _parquet_rows(parquet.rows)
 
 
-def _parquet_rows(parquet) -> Iterator[tuple[int, dict | RowError]]:
+def _parquet_rows(rows: Iterator[tuple[int, dict | CellTooLarge]]) -> Iterator[tuple[int, dict | RowError]]:
     import pyarrow as pa
 
     number = 0
     try:
-        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
-            for record in batch.to_pylist():
-                number += 1
+        for number, record in rows:
+            if isinstance(record, CellTooLarge):
+                yield number, RowError(number, record.column, record.message)
+            else:
                 yield number, record
+    except ParquetRefused as exc:
+        raise FileRefused(exc.message, row=exc.row, field=exc.field) from None
     except (pa.ArrowException, OSError) as exc:
         raise FileRefused(f"the Parquet file is damaged after row {number}: {exc}", row=number + 1) from exc

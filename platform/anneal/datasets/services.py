@@ -26,9 +26,11 @@ from anneal.datasets import storage
 from anneal.datasets.ingest import IngestReport, Progress, ingest_file
 from anneal.datasets.mapping import Mapping, MappingError
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion, UploadState
+from anneal.datasets.preview import UploadPreview, read_preview
 from anneal.datasets.readers import FileRefused, ReadLimits, detect_format
 from anneal.datasets.tokens import TokenizerUnavailable, token_counter
 from anneal.errors import InputError
+from anneal.request_limits import size_text
 
 log = logging.getLogger(__name__)
 
@@ -44,27 +46,23 @@ def read_limits() -> ReadLimits:
     return ReadLimits(
         max_line_bytes=settings.DATASET_MAX_LINE_BYTES,
         max_decompressed_bytes=settings.UPLOAD_MAX_DECOMPRESSED_BYTES,
+        max_columns=settings.PARQUET_MAX_COLUMNS,
     )
 
 
+class FileTooLarge(InputError):
+    """The file is over ANNEAL_UPLOAD_MAX_MB: the API and the page answer 413."""
+
+
 def check_upload_size(size: int | None) -> None:
-    """InputError naming the limit when ``size`` (bytes, e.g. a Content-Length) is over it."""
+    """FileTooLarge naming the limit when ``size`` (bytes) is over it. The request's body was already
+    bounded while it streamed in (anneal.request_limits); this is the exact check on the file itself."""
     if size is not None and size > settings.UPLOAD_MAX_BYTES:
-        raise InputError(
-            f"the file is {size} bytes, over the limit of {settings.UPLOAD_MAX_BYTES} bytes "
-            f"({settings.UPLOAD_MAX_BYTES // (1024 * 1024)} MB, ANNEAL_UPLOAD_MAX_MB)",
+        raise FileTooLarge(
+            f"the file is {size} bytes, over the limit of {size_text(settings.UPLOAD_MAX_BYTES)} "
+            "(ANNEAL_UPLOAD_MAX_MB): split it into smaller files, or compress it with gzip",
             field="file",
         )
-
-
-def check_request_size(content_length: str | None) -> None:
-    """Refuse a request body far over the file limit before it is read (the form fields get 1 MB of slack)."""
-    if (
-        content_length
-        and content_length.isdigit()
-        and int(content_length) > settings.UPLOAD_MAX_BYTES + 2**20
-    ):
-        check_upload_size(int(content_length) - 2**20)
 
 
 def check_mapping(mapping: dict) -> Mapping:
@@ -135,9 +133,43 @@ def dataset_upload_create(
             state=UploadState.PENDING if parsed else UploadState.MAPPING,
         )
         audit(team=team, user=user, action="dataset.upload", obj=upload, file=upload.file_name)
-        if parsed:
-            _enqueue_ingest(upload.id)
+        _enqueue("datasets.ingest" if parsed else "datasets.preview", upload.id)
     return upload
+
+
+def dataset_upload_preview(*, upload_id: int, redelivered: bool = False) -> DatasetUpload:
+    """Read the columns and first rows of an upload waiting for its mapping and keep them on the upload.
+
+    Runs in the worker (task ``datasets.preview``): even the first rows of a hostile file may be costly to
+    refuse. Never raises for anything in the file. ``redelivered``: a worker died reading it; the preview
+    then says so instead of reading the file again.
+    """
+    upload = DatasetUpload.objects.get(id=upload_id)
+    if upload.state != UploadState.MAPPING or upload.preview:
+        return upload
+    if redelivered:
+        preview = UploadPreview(
+            refused="the worker stopped while reading this file (restarted or out of memory): upload it again"
+        )
+    else:
+        preview = _read_preview(upload)
+    DatasetUpload.objects.filter(id=upload_id, state=UploadState.MAPPING).update(preview=preview.to_dict())
+    upload.refresh_from_db()
+    return upload
+
+
+def _read_preview(upload: DatasetUpload) -> UploadPreview:
+    try:
+        path = storage.local_copy(upload.file_path) if upload.file_path else None
+    except storage.StoredFileMissing:
+        path = None
+    if path is None:
+        return UploadPreview(refused="the uploaded file is no longer stored")
+    try:
+        return read_preview(path=path, file_name=upload.file_name, limits=read_limits())
+    except Exception as exc:  # a bug must not leave the page waiting forever, nor kill the worker
+        log.exception("preview of upload %s failed", upload.pk)
+        return UploadPreview(refused=f"the file could not be read: {type(exc).__name__}: {exc}")
 
 
 def dataset_upload_map(*, upload: DatasetUpload, user: User, mapping: dict, tokenizer: str) -> DatasetUpload:
@@ -154,16 +186,19 @@ def dataset_upload_map(*, upload: DatasetUpload, user: User, mapping: dict, toke
                 field="state",
             )
         audit(team=upload.team, user=user, action="dataset.map", obj=upload, mapping=parsed.to_dict())
-        _enqueue_ingest(upload.id)
+        _enqueue("datasets.ingest", upload.id)
     upload.refresh_from_db()
     return upload
 
 
-def _enqueue_ingest(upload_id: int) -> None:
-    def enqueue() -> None:
-        from workers.tasks import dataset_ingest
+def _enqueue(task: str, upload_id: int) -> None:
+    """Send ``task`` (by name: the platform never imports the tasks) for the upload once the row is saved;
+    CELERY_TASK_ROUTES puts datasets.* on the ``default`` queue."""
 
-        dataset_ingest.delay(upload_id)
+    def enqueue() -> None:
+        from workers.celery_app import app
+
+        app.send_task(task, args=[upload_id])
 
     transaction.on_commit(enqueue)
 

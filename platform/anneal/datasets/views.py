@@ -18,7 +18,7 @@ from anneal.datasets.pack_services import domain_pack_create
 from anneal.datasets.packs import offered_tasks
 from anneal.datasets.selectors import upload_preview
 from anneal.datasets.services import (
-    check_request_size,
+    FileTooLarge,
     dataset_delete,
     dataset_upload_accept,
     dataset_upload_create,
@@ -61,20 +61,9 @@ def _wants_json(request) -> bool:
 def dataset_upload(request):
     team = writable_team(request)
     form = UploadForm(initial={"name": request.GET.get("name", "")})
+    too_large = False
     if request.method == "POST":
-        try:
-            check_request_size(request.META.get("CONTENT_LENGTH"))  # before the body is read
-        except InputError as exc:
-            if _wants_json(request):
-                return JsonResponse({"errors": {"file": [exc.errors[0]["message"]]}}, status=400)
-            form.add_error(None, exc.errors[0]["message"])
-            context = {
-                "section": "datasets",
-                "form": form,
-                "team": team,
-                "max_mb": settings.UPLOAD_MAX_BYTES // 2**20,
-            }
-            return render(request, "datasets/upload.html", context, status=400)
+        # A body over the limit never gets here: anneal.request_limits refused it while it streamed in.
         form = UploadForm(request.POST, request.FILES)
         if form.is_valid():
             try:
@@ -87,13 +76,15 @@ def dataset_upload(request):
                 )
             except InputError as exc:
                 form_show_errors(form, exc, fields=UploadForm.SERVICE_FIELDS)
+                too_large = isinstance(exc, FileTooLarge)
             else:
                 url = reverse("upload-detail", args=[upload.pk])
                 return JsonResponse({"redirect": url}) if _wants_json(request) else redirect(url)
         if _wants_json(request):
             # The browser's XHR upload shows these next to the fields, as the plain form would.
             return JsonResponse(
-                {"errors": {k: [str(m) for m in v] for k, v in form.errors.items()}}, status=400
+                {"errors": {k: [str(m) for m in v] for k, v in form.errors.items()}},
+                status=413 if too_large else 400,
             )
     context = {
         "section": "datasets",
@@ -101,7 +92,7 @@ def dataset_upload(request):
         "team": team,
         "max_mb": settings.UPLOAD_MAX_BYTES // 2**20,
     }
-    return render(request, "datasets/upload.html", context)
+    return render(request, "datasets/upload.html", context, status=413 if too_large else 200)
 
 
 @require_GET
@@ -122,8 +113,10 @@ def upload_detail(request, pk: int):
         "can_write": can_write(request.user, upload.team),
         "percent": round(upload.progress * 100),
     }
-    if upload.state == UploadState.MAPPING:
-        preview = upload_preview(upload=upload)
+    preview = upload_preview(upload=upload) if upload.state == UploadState.MAPPING else None
+    if upload.state == UploadState.MAPPING and preview is None:
+        context["finished"] = False  # the worker is still reading the first rows: the page polls
+    elif preview is not None:
         context["preview"] = preview
         context["preview_table"] = [[_cell(row.get(c)) for c in preview.columns] for row in preview.rows]
         context["mapping_form"] = MappingForm(columns=preview.columns)
@@ -136,6 +129,11 @@ def upload_map(request, pk: int):
     upload = get_visible_or_404(request, DatasetUpload.objects.all(), pk)
     check_write(request, upload.team)
     preview = upload_preview(upload=upload)
+    if preview is None:
+        messages.error(
+            request, "The first rows of the file are still being read: choose the columns once shown."
+        )
+        return redirect("upload-detail", pk=upload.pk)
     form = MappingForm(request.POST, columns=preview.columns)
     if form.is_valid():
         try:
