@@ -4,7 +4,8 @@ Warm-pool settings come from the environment (this package never imports Django;
 validates the same variables at start-up): ANNEAL_SANDBOX_POOL_SIZE (warm sandboxes per process, 0 = every
 run starts a fresh sandbox) and ANNEAL_SANDBOX_RECYCLE_AFTER (runs before a warm sandbox is replaced); the
 docker backend's engine and image: ANNEAL_DOCKER_URL and ANNEAL_SANDBOX_IMAGE; the kubernetes backend's
-namespace: ANNEAL_K8S_NAMESPACE (the cluster comes from the service account or KUBECONFIG).
+namespace, seccomp profile and runtime class: ANNEAL_K8S_NAMESPACE, ANNEAL_K8S_SECCOMP_PROFILE and
+ANNEAL_K8S_RUNTIME_CLASS (the cluster comes from the service account or KUBECONFIG).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def _kubernetes() -> SandboxBackend:
     return KubernetesBackend(
         namespace=os.environ.get("ANNEAL_K8S_NAMESPACE") or "anneal-sandbox",
         image=os.environ.get("ANNEAL_SANDBOX_IMAGE") or DEFAULT_IMAGE,
+        seccomp_profile=os.environ.get("ANNEAL_K8S_SECCOMP_PROFILE", "").strip(),
+        runtime_class=os.environ.get("ANNEAL_K8S_RUNTIME_CLASS", "").strip(),
     )
 
 

@@ -1,20 +1,30 @@
 """The kubernetes backend: one pod per run, with resource limits and a deny-all NetworkPolicy.
 
 Each run is a pod (restartPolicy Never) whose single container runs pod_runner.py on the request: read-only
-root filesystem, uid/gid 65534, no privilege escalation, every capability dropped, the RuntimeDefault seccomp
-profile, no service-account token, no service links, CPU/memory/ephemeral-storage limits, /tmp an in-memory
-emptyDir capped at the request's tmpfs size, activeDeadlineSeconds past the wall clock. A NetworkPolicy
-selecting every sandbox pod allows no ingress and no egress (a CNI that enforces NetworkPolicy is required).
+root filesystem, a uid of its own (random, see POD_UID_MIN) and gid 65534, no privilege escalation, every
+capability dropped, a seccomp profile (the runtime's default, or Anneal's own from seccomp.py installed on the
+nodes), no service-account token, no service links, CPU/memory/ephemeral-storage limits (the memory one holds
+all of the run's processes together), /tmp an in-memory emptyDir capped at the request's tmpfs size,
+activeDeadlineSeconds past the wall clock. A NetworkPolicy selecting every sandbox pod allows no ingress and no
+egress (a CNI that enforces NetworkPolicy is required).
+
+Processes: a pod spec has no pids field. The runner caps the program's processes with RLIMIT_NPROC, which the
+kernel counts per uid across the node, hence a uid no other pod has; the kubelet's podPidsLimit (cluster-side,
+its `--pod-max-pids` flag) is the bound that covers the pod as a whole and should be set on sandbox nodes.
 
 Configuration: ANNEAL_K8S_NAMESPACE (default anneal-sandbox), ANNEAL_SANDBOX_IMAGE (an image with python3
-that the cluster can pull), and the cluster itself from the pod's service account (in-cluster) or KUBECONFIG.
-No cluster runs here: the tests assert the objects this backend would submit, and run pod_runner.py locally.
+that the cluster can pull), ANNEAL_K8S_SECCOMP_PROFILE (a Localhost profile path relative to the kubelet's
+seccomp directory, holding `python -m sandboxes.backends.seccomp`'s output; unset: RuntimeDefault),
+ANNEAL_K8S_RUNTIME_CLASS (a RuntimeClass such as gVisor's or Kata's: a kernel of the pod's own), and the
+cluster itself from the pod's service account (in-cluster) or KUBECONFIG. No cluster runs here: the tests
+assert the objects this backend would submit, and run pod_runner.py locally.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import random
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -29,13 +39,36 @@ LABELS = {"app.kubernetes.io/name": "anneal-sandbox", "anneal.sandbox": "1"}
 POLICY_NAME = "anneal-sandbox-deny-all"
 MEMORY_OVERHEAD_MB = 64  # the runner's own interpreter, on top of the program's address-space limit
 DEADLINE_GRACE_S = 30  # scheduling and image start-up, on top of the wall clock
+# Each pod runs as a uid drawn from [POD_UID_MIN, POD_UID_MAX]: far above any host account, and two pods on a
+# node share one with odds of about one in two billion, so RLIMIT_NPROC (counted per uid) is the pod's own.
+# pod_runner.py sets it only for a uid in this range.
+POD_UID_MIN = 1 << 20
+POD_UID_MAX = (1 << 31) - 2
 
 
-def pod_for(request: RunRequest, *, name: str, namespace: str, image: str):
-    """The V1Pod that runs `request` (precondition: `name` is a valid, unused pod name in `namespace`)."""
+def pod_for(
+    request: RunRequest,
+    *,
+    name: str,
+    namespace: str,
+    image: str,
+    uid: int | None = None,
+    seccomp_profile: str = "",
+    runtime_class: str = "",
+):
+    """The V1Pod that runs `request` (precondition: `name` is a valid, unused pod name in `namespace`).
+
+    `uid`: the pod's own (random in the POD_UID range when None). `seccomp_profile`: a Localhost profile
+    path on the nodes ("" for the runtime's default). `runtime_class`: a RuntimeClass name ("" for none).
+    """
     from kubernetes import client
 
     limits = request.limits
+    uid = uid if uid is not None else random.SystemRandom().randint(POD_UID_MIN, POD_UID_MAX)
+    if seccomp_profile:
+        seccomp = client.V1SeccompProfile(type="Localhost", localhost_profile=seccomp_profile)
+    else:
+        seccomp = client.V1SeccompProfile(type="RuntimeDefault")
     memory = f"{limits.memory_mb + MEMORY_OVERHEAD_MB}Mi"
     container = client.V1Container(
         name="sandbox",
@@ -48,14 +81,14 @@ def pod_for(request: RunRequest, *, name: str, namespace: str, image: str):
             requests={"cpu": "100m", "memory": memory},
         ),
         security_context=client.V1SecurityContext(
-            run_as_user=65534,
+            run_as_user=uid,
             run_as_group=65534,
             run_as_non_root=True,
             read_only_root_filesystem=True,
             allow_privilege_escalation=False,
             privileged=False,
             capabilities=client.V1Capabilities(drop=["ALL"]),
-            seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
+            seccomp_profile=seccomp,
         ),
         volume_mounts=[client.V1VolumeMount(name="tmp", mount_path="/tmp")],
     )
@@ -72,6 +105,7 @@ def pod_for(request: RunRequest, *, name: str, namespace: str, image: str):
         dns_policy="None",
         dns_config=client.V1PodDNSConfig(nameservers=["127.0.0.1"]),  # no resolver; egress is denied anyway
         security_context=client.V1PodSecurityContext(run_as_non_root=True, fs_group=65534),
+        runtime_class_name=runtime_class or None,
         volumes=[
             client.V1Volume(
                 name="tmp",
@@ -123,16 +157,32 @@ def result_from_log(log: str, request: RunRequest, *, phase: str, reason: str) -
         report["timed_out"],
         report["flooded"],
     )
-    return _result(outcome, request.limits, program_ran=True, duration_s=report["duration_s"])
+    return _result(
+        outcome,
+        request.limits,
+        program_ran=True,
+        duration_s=report["duration_s"],
+        oom_killed=report.get("oom_killed") is True,
+    )
 
 
 class KubernetesBackend(SandboxBackend):
     name = "kubernetes"
 
-    def __init__(self, *, namespace: str = "anneal-sandbox", image: str, workers: int = 8) -> None:
+    def __init__(
+        self,
+        *,
+        namespace: str = "anneal-sandbox",
+        image: str,
+        workers: int = 8,
+        seccomp_profile: str = "",
+        runtime_class: str = "",
+    ) -> None:
         self.namespace = namespace
         self.image = image
         self.workers = workers
+        self.seccomp_profile = seccomp_profile
+        self.runtime_class = runtime_class
         self._api = None
 
     def core_api(self):
@@ -167,7 +217,14 @@ class KubernetesBackend(SandboxBackend):
         except Exception as exc:  # noqa: BLE001 - no cluster configured reads the same whatever the cause
             return RunResult(Status.SANDBOX_ERROR, None, "", f"no Kubernetes cluster configured: {exc}", 0.0)
         name = f"anneal-sandbox-{uuid.uuid4().hex[:12]}"
-        pod = pod_for(request, name=name, namespace=self.namespace, image=self.image)
+        pod = pod_for(
+            request,
+            name=name,
+            namespace=self.namespace,
+            image=self.image,
+            seccomp_profile=self.seccomp_profile,
+            runtime_class=self.runtime_class,
+        )
         try:
             api.create_namespaced_pod(self.namespace, pod)
             deadline = started + pod.spec.active_deadline_seconds + 10

@@ -4,7 +4,9 @@ Not imported by Anneal: the kubernetes backend puts this file's source in the po
 (`python3 -c SOURCE`), so it may use only the standard library. The request comes in the ANNEAL_REQUEST
 environment variable (RunRequest.to_dict() as JSON), which is removed before the program starts. The program
 runs in a fresh /tmp/work with the sandbox environment, its own session and rlimits (address space, CPU, file
-size, no core); the wall clock and output caps are kept here, and the whole process group is killed at the end.
+size, no core, and processes when the pod runs as a uid of its own: see POD_UID_MIN in kubernetes.py); the wall
+clock and output caps are kept here, and the whole process group is killed at the end. The container's memory
+limit holds all of the run's processes together; an OOM kill inside it is reported ("oom_killed").
 The last line this prints is `ANNEAL_POD_RESULT {json}`: the RunResult fields the backend reads back from the
 pod's log (a pod's log mixes stdout and stderr, so both travel inside the JSON).
 """
@@ -22,6 +24,10 @@ WORKDIR = os.environ.pop("ANNEAL_WORKDIR", "/tmp/work")  # overridden only by te
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": WORKDIR, "PWD": WORKDIR}
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
 PREFIX = "ANNEAL_POD_RESULT "
+POD_UID_MIN = (
+    1 << 20
+)  # kubernetes.py gives each pod a uid from here up: RLIMIT_NPROC then counts that pod only
+OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
 def limit(limits: dict) -> None:
@@ -30,6 +36,21 @@ def limit(limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_size_mb"] << 20,) * 2)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] << 20,) * 2)
+    if os.getuid() >= POD_UID_MIN:
+        nproc = limits["pids"] + 1  # this runner is a process of the same uid
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+
+def oom_kills() -> int:
+    """The kernel's count of processes killed for passing this container's memory limit; 0 when unseen."""
+    for path in OOM_COUNTERS:
+        try:
+            with open(path) as f:
+                counts = dict(line.split() for line in f.read().splitlines() if len(line.split()) == 2)
+            return int(counts.get("oom_kill", 0))
+        except (OSError, ValueError):
+            continue
+    return 0
 
 
 def run(request: dict) -> dict:
@@ -45,6 +66,7 @@ def run(request: dict) -> dict:
         ["/usr/bin/python3", "-E", "-s", "-S", "-u", "-B", main] if main == "main.py" else ["/bin/sh", main]
     )
     started = time.monotonic()
+    oom_kills_before = oom_kills()
     proc = subprocess.Popen(
         argv,
         cwd=WORKDIR,
@@ -95,6 +117,7 @@ def run(request: dict) -> dict:
         "timed_out": timed_out,
         "flooded": flooded,
         "duration_s": round(time.monotonic() - started, 4),
+        "oom_killed": oom_kills() > oom_kills_before,
     }
 
 

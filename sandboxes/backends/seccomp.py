@@ -185,3 +185,13 @@ def docker_profile() -> dict:
     if arches:
         profile["architectures"] = arches
     return profile
+
+
+if __name__ == "__main__":
+    # `python -m sandboxes.backends.seccomp > anneal-sandbox.json`: the profile for an engine or a
+    # Kubernetes node (Localhost profiles live under the kubelet's seccomp directory).
+    import json
+    import sys
+
+    json.dump(docker_profile(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
