@@ -1,43 +1,56 @@
-"""python_tests: run the completion's program in a sandbox, then the row's tests against its namespace."""
+"""python_tests: run the completion's program in a sandbox against the row's tests, judged where it cannot reach.
+
+Three test forms, each judged by trusted code in another process than the program (code_judge/judge.py):
+- `io`: {"stdin": ..., "stdout": ...}: the program runs as a script on stdin; its stdout is compared;
+- `call`: {"call": "f", "args": [...], "kwargs": {...}, "expected": value}: a call with JSON arguments whose
+  result is compared as JSON (so an object that claims to equal anything cannot pass), floats within
+  `float_tolerance`;
+- assert scripts (a string, as HumanEval and MBPP ship them): run by the judge, where every function of the
+  program is a stand-in that calls it in the program's process and brings back a plain value. Weaker than the
+  other two only in what a test may do: it reaches the program through calls with plain values.
+A row's tests may also be APPS-style {"inputs": [...], "outputs": [...], "fn_name"?: "f"}.
+"""
 
 from __future__ import annotations
 
-import json
 import secrets
-from pathlib import Path
 
+from gpu_jobs.rewards import code_judge
 from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, shorten
 from gpu_jobs.rewards.extract import extract_python_code
-from gpu_jobs.rewards.python_harness import REPORT_PREFIX
 from sandboxes.client import SandboxClient
-from sandboxes.types import Limits, RunRequest, RunResult, Status
+from sandboxes.types import RunRequest, RunResult, Status
 
-HARNESS_SOURCE = Path(__file__).with_name("python_harness.py").read_text(encoding="utf-8")
 SCORING_MODES = ("all_or_nothing", "fraction")
+IO_COMPARE = ("lines", "exact", "tokens")
 MAX_TIMEOUT_S = 60.0
+REPORT_PREFIX = code_judge.REPORT_PREFIX
+TAMPERING = "tampering"
 
 
 class PythonTests(Scorer):
     """Spec: exactly one of `tests_field` (default "tests", read from each row) or `tests` (fixed for all).
 
-    A test is Python source (typically asserts) run after the program in the program's namespace; the value
-    of the program's last expression statement is bound to `result`. Each sample runs in its own sandbox,
-    all of a batch in one `run_many` call; `timeout_s` covers the program and all its tests together.
+    Each sample runs in its own sandbox, all of a batch in one `run_many` call; `timeout_s` covers the program
+    and all its tests together. The value of the program's last expression statement is bound to `result`.
     """
 
     type_name = "python_tests"
-    summary = "Python tests: run the model's program against tests in a sandbox"
+    summary = (
+        "Python tests: run the model's program against tests (stdin/stdout, calls or asserts) in a sandbox"
+    )
     example = {"type": "python_tests", "tests_field": "tests", "scoring": "fraction", "timeout_s": 5}
     fields = (
         SpecField(
             "tests_field",
             (str,),
             default=None,
-            help="The column holding each row's tests (a string or a list of strings); default tests.",
+            help="The column holding each row's tests: assert scripts, {stdin, stdout} pairs, "
+            "{call, args, expected} calls (a list may mix them); default tests.",
         ),
         SpecField(
             "tests",
-            (str, list),
+            (str, list, dict),
             default=None,
             help="Fixed tests for every row instead; `result` holds the value of the program's last expression.",
         ),
@@ -54,6 +67,20 @@ class PythonTests(Scorer):
             default=5,
             help="For the program and all its tests, per sample (max 60).",
         ),
+        SpecField(
+            "io_compare",
+            (str,),
+            default="lines",
+            choices=IO_COMPARE,
+            help="stdin/stdout tests: lines ignores trailing spaces and blank lines at the end; exact compares "
+            "every byte; tokens compares whitespace-separated tokens, numbers within float_tolerance.",
+        ),
+        SpecField(
+            "float_tolerance",
+            (int, float),
+            default=1e-6,
+            help="Relative or absolute difference within which two floats count as equal (calls, tokens).",
+        ),
     )
 
     def __init__(self, spec: dict, *, sandbox: SandboxClient | None = None) -> None:
@@ -68,12 +95,15 @@ class PythonTests(Scorer):
         if clean["tests"] is None and clean["tests_field"] is None:
             clean["tests_field"] = "tests"
         if clean["tests"] is not None:
-            tests, problem = _as_test_list(clean["tests"])
+            _, problem = as_tests(clean["tests"])
             if problem:
                 raise SpecError("tests", problem)
-            clean["tests"] = tests
+            if isinstance(clean["tests"], str):
+                clean["tests"] = [clean["tests"]]
         if not 0 < clean["timeout_s"] <= MAX_TIMEOUT_S:
             raise SpecError("timeout_s", f"must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds")
+        if not 0 <= clean["float_tolerance"] < 1:
+            raise SpecError("float_tolerance", "must be at least 0 and less than 1")
         return clean
 
     def score(self, row: dict, completion: str) -> ScoreResult:
@@ -109,24 +139,25 @@ class PythonTests(Scorer):
             self._sandbox = SandboxClient()
         return self._sandbox
 
-    def _tests_for(self, row: dict) -> tuple[list[str], str]:
+    def _tests_for(self, row: dict) -> tuple[list[dict], str]:
         if self.spec["tests"] is not None:
-            return self.spec["tests"], ""
+            return as_tests(self.spec["tests"])
         field = self.spec["tests_field"]
         if not isinstance(row, dict) or row.get(field) is None:
             return [], f"row has no {field!r} value with tests"
-        tests, problem = _as_test_list(row[field])
+        tests, problem = as_tests(row[field])
         return tests, f"row's {field!r}: {problem}" if problem else ""
 
-    def _request(self, program: str, tests: list[str], nonce: str) -> RunRequest:
-        timeout = float(self.spec["timeout_s"])
-        return RunRequest(
-            language="python",
-            code=HARNESS_SOURCE,
-            stdin=nonce + "\n",
-            files={"payload.json": json.dumps({"program": program, "tests": tests})},
-            limits=Limits(wall_s=timeout, cpu_s=timeout),
-        )
+    def _request(self, program: str, tests: list[dict], nonce: str) -> RunRequest:
+        payload = {
+            "nonce": nonce,
+            "mode": "tests",
+            "program": program,
+            "tests": tests,
+            "io_compare": self.spec["io_compare"],
+            "float_tolerance": self.spec["float_tolerance"],
+        }
+        return code_judge.request(payload, time_s=float(self.spec["timeout_s"]))
 
     def _from_run(self, run: RunResult, *, nonce: str, total: int) -> ScoreResult:
         result = self._verdict(run, nonce=nonce, total=total)
@@ -134,17 +165,25 @@ class PythonTests(Scorer):
         return result
 
     def _verdict(self, run: RunResult, *, nonce: str, total: int) -> ScoreResult:
-        report = _find_report(run.stdout, nonce)
+        report = code_judge.find_report(run.stdout, nonce)
         if report is None:
             return _zero(_why_no_report(run), total=total)
+        tampering = [str(what) for what in report.get("tampering") or []]
+        if REPORT_PREFIX in run.stderr:
+            tampering.append("printed a forged report line")
+        if tampering:
+            return tampering_result(tampering, {"tests_passed": 0.0, "tests_total": float(total)})
         passed = sum(1 for ok in report["passed"] if ok is True)
-        parts = {"tests_passed": float(passed), "tests_total": float(total)}
+        parts = {"tests_passed": float(passed), "tests_total": float(total), TAMPERING: 0.0}
         if self.spec["scoring"] == "fraction":
             score = passed / total
         else:
             score = 1.0 if passed == total else 0.0
         if report.get("program_error"):
-            reason = f"the program raised {shorten(str(report['program_error']))}"
+            error = str(report["program_error"])
+            reason = f"the program {shorten(error)}"
+            if error.startswith("ran past its time limit"):
+                reason = f"timeout: {reason}"
         elif passed == total:
             reason = f"all {total} tests passed" if total > 1 else "the test passed"
         else:
@@ -153,6 +192,78 @@ class PythonTests(Scorer):
                 f"{passed}/{total} tests passed; test {first + 1}: {shorten(str(report['errors'][first]))}"
             )
         return ScoreResult(score, parts, reason)
+
+
+def tampering_result(what: list[str], parts: dict[str, float]) -> ScoreResult:
+    """Score 0 for a sample whose program reached for the grader, saying what it tried."""
+    return ScoreResult(0.0, {**parts, TAMPERING: 1.0}, shorten(f"{TAMPERING}: {'; '.join(what)}", 300))
+
+
+def as_tests(value: object) -> tuple[list[dict], str]:
+    """A row's or spec's tests as the judge's list of {"kind", ...}, or a problem to report (naming the test)."""
+    if isinstance(value, dict) and "inputs" in value and "outputs" in value:
+        return _apps_tests(value)
+    items = [value] if isinstance(value, str | dict) else value
+    if not isinstance(items, list):
+        return [], "must be a string, a list of tests or {inputs, outputs}"
+    if not items:
+        return [], "must hold at least one test"
+    tests = []
+    for number, item in enumerate(items, start=1):
+        test, problem = _one_test(item)
+        if problem:
+            return [], f"test {number}: {problem}" if len(items) > 1 else problem
+        tests.append(test)
+    return tests, ""
+
+
+def _one_test(item: object) -> tuple[dict, str]:
+    if isinstance(item, str):
+        return {"kind": "assert", "source": item}, ""
+    if not isinstance(item, dict):
+        return {}, "must be a string or a list of strings, {stdin, stdout} or {call, args, expected}"
+    if "stdin" in item or "stdout" in item:
+        stdin, stdout = item.get("stdin", ""), item.get("stdout")
+        if not isinstance(stdin, str) or not isinstance(stdout, str):
+            return {}, "an io test needs stdin and stdout as strings"
+        return {"kind": "io", "stdin": stdin, "stdout": stdout}, ""
+    if "call" in item:
+        fn, args, kwargs = item.get("call"), item.get("args", []), item.get("kwargs", {})
+        if not isinstance(fn, str) or not fn.isidentifier():
+            return {}, "call must name a function of the program"
+        if not isinstance(args, list) or not isinstance(kwargs, dict) or "expected" not in item:
+            return {}, "a call test needs args (a list), optional kwargs (an object) and expected"
+        return {"kind": "call", "fn": fn, "args": args, "kwargs": kwargs, "expected": item["expected"]}, ""
+    return {}, "a test object needs stdin and stdout, or call, args and expected"
+
+
+def _apps_tests(value: dict) -> tuple[list[dict], str]:
+    inputs, outputs, fn = value["inputs"], value["outputs"], value.get("fn_name")
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
+        return [], "inputs and outputs must be lists of the same length"
+    if not inputs:
+        return [], "must hold at least one test"
+    if fn is not None:
+        if not isinstance(fn, str) or not fn.isidentifier():
+            return [], "fn_name must name a function of the program"
+        tests = []
+        for args, expected in zip(inputs, outputs, strict=True):
+            # APPS wraps each call's expected value in a one-item list.
+            if isinstance(expected, list) and len(expected) == 1:
+                expected = expected[0]
+            tests.append(
+                {
+                    "kind": "call",
+                    "fn": fn,
+                    "args": args if isinstance(args, list) else [args],
+                    "kwargs": {},
+                    "expected": expected,
+                }
+            )
+        return tests, ""
+    if not all(isinstance(x, str) for x in [*inputs, *outputs]):
+        return [], "inputs and outputs must be strings (stdin and expected stdout)"
+    return [{"kind": "io", "stdin": i, "stdout": o} for i, o in zip(inputs, outputs, strict=True)], ""
 
 
 OUTPUT_SHOWN_CHARS = 2000
@@ -167,33 +278,6 @@ def sandbox_output(run: RunResult) -> dict[str, str]:
         "stdout": stdout[-OUTPUT_SHOWN_CHARS:],
         "stderr": run.stderr[-OUTPUT_SHOWN_CHARS:],
     }
-
-
-def _as_test_list(value: object) -> tuple[list[str], str]:
-    """A test value (a string or a list of strings) as a non-empty list, or a problem to report."""
-    tests = [value] if isinstance(value, str) else value
-    if not isinstance(tests, list) or not all(isinstance(test, str) for test in tests):
-        return [], "must be a string or a list of strings"
-    if not tests:
-        return [], "must hold at least one test"
-    return tests, ""
-
-
-def _find_report(stdout: str, nonce: str) -> dict | None:
-    for line in reversed(stdout.splitlines()):
-        if not line.startswith(REPORT_PREFIX):
-            continue
-        try:
-            report = json.loads(line[len(REPORT_PREFIX) :])
-        except ValueError:
-            continue
-        if (
-            isinstance(report, dict)
-            and report.get("nonce") == nonce
-            and isinstance(report.get("passed"), list)
-        ):
-            return report
-    return None
 
 
 def _why_no_report(run: RunResult) -> str:
@@ -212,4 +296,4 @@ def _why_no_report(run: RunResult) -> str:
 
 
 def _zero(reason: str, *, total: int) -> ScoreResult:
-    return ScoreResult(0.0, {"tests_passed": 0.0, "tests_total": float(total)}, reason)
+    return ScoreResult(0.0, {"tests_passed": 0.0, "tests_total": float(total), TAMPERING: 0.0}, reason)

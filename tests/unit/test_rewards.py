@@ -80,6 +80,8 @@ def test_validate_fills_defaults():
         "tests": None,
         "scoring": "all_or_nothing",
         "timeout_s": 5,
+        "io_compare": "lines",
+        "float_tolerance": 1e-06,
     }
 
 
@@ -209,7 +211,7 @@ def test_the_example_row_scores_one(sandbox):
     result = python_tests(sandbox).score(EXAMPLE_ROW, "57")
     assert result == ScoreResult(
         1.0,
-        {"tests_passed": 1.0, "tests_total": 1.0},
+        {"tests_passed": 1.0, "tests_total": 1.0, "tampering": 0.0},
         "the test passed",
         output={"status": "ok", "stdout": "", "stderr": ""},
     )
@@ -220,7 +222,7 @@ def test_a_fenced_program_is_run_and_its_failures_explained(sandbox):
     row = {"tests": ["assert add(1, 1) == 2", "assert add(0, 0) == 0"]}
     result = python_tests(sandbox).score(row, completion)
     assert result.score == 0.0
-    assert result.parts == {"tests_passed": 1.0, "tests_total": 2.0}
+    assert result.parts == {"tests_passed": 1.0, "tests_total": 2.0, "tampering": 0.0}
     assert result.reason == "1/2 tests passed; test 1: AssertionError"
 
 

@@ -259,7 +259,7 @@ def test_a_program_that_patches_unittest_asserts_still_fails_its_tests():
         ],
     )
     assert honest.score == 1.0
-    assert patched.score == 0.0 and "AssertionError" in patched.reason
+    assert patched.score == 0.0 and patched.reason == "tampering: patching unittest.case.TestCase.assertEqual"
     results = by_name(
         run_probes(
             {"type": "python_tests", "tests": "import unittest\nunittest.TestCase().assertEqual(result, 57)"},

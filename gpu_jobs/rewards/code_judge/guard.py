@@ -1,0 +1,201 @@
+"""Tampering watch for the process that runs model-written code (sent as guard.py; standard library only).
+
+The verdict never depends on this module: the judge decides in another process that the program cannot
+reach. The guard is how a reach for the grader becomes a signal (`tampering: <what>`) instead of a silent
+zero. `install(report)` adds a Python audit hook, which nothing can remove once added, and neutralises
+signal handlers (a handler receives the interrupted frame, a way to other frames that no audit event sees).
+Refused, and reported through `report(what)`:
+
+- frame walking: sys._getframe, frame/traceback/generator frame attributes, unless the direct caller is
+  standard-library code that uses frames for its own ends (warnings, logging, collections, typing, enum);
+  inspect and traceback hand frames back to their caller, so they count as the program's own reach;
+- tracing and profiling hooks, sys._current_frames, scans of the garbage collector's objects;
+- ctypes (raw memory), opening another process's or its own memory, descriptors or environment under /proc;
+- compiling code under a standard-library or judge file name (to pass for trusted code);
+- importing ctypes (raw memory): the modules are dropped from sys.modules first, so the import is seen;
+- replacing a function's code, and installing a signal handler.
+`changed_globals()` lists what was rebound in the watched modules and their classes (builtins.compile = ...,
+unittest.TestCase.assertEqual = ...), which no audit event reports.
+"""
+
+import os
+import re
+import signal
+import sys
+import sysconfig
+
+STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+# Standard-library files whose use of frames stays inside them; inspect and traceback are left out on purpose.
+FRAME_USERS = tuple(
+    STDLIB + name
+    for name in (
+        "warnings.py",
+        "logging/__init__.py",
+        "collections/__init__.py",
+        "typing.py",
+        "enum.py",
+        "dataclasses.py",
+        "functools.py",
+        "abc.py",
+        "unittest/",
+        "doctest.py",
+        "contextlib.py",
+        "threading.py",
+    )
+)
+FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_code", "gi_code", "cr_code", "ag_code"}
+ALWAYS_REFUSED = {
+    "sys.settrace": "installing a trace function (frame walking)",
+    "sys.setprofile": "installing a profile function (frame walking)",
+    "sys._current_frames": "reading other threads' frames",
+    "gc.get_objects": "scanning the interpreter's objects (gc.get_objects)",
+    "gc.get_referrers": "scanning the interpreter's objects (gc.get_referrers)",
+    "gc.get_referents": "scanning the interpreter's objects (gc.get_referents)",
+}
+RAW_MEMORY_MODULES = {"ctypes", "_ctypes", "_testcapi", "_testinternalcapi", "_testbuffer"}
+PROC_SECRETS = re.compile(
+    r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|maps|smaps|pagemap|environ|fd|fdinfo|syscall|stack|auxv)\b"
+    r"|^/dev/(mem|kmem|port)$"
+)
+# Modules whose namespaces are snapshotted: what the judge's own code, json and unittest call through.
+WATCHED_MODULES = (
+    "builtins",
+    "json",
+    "json.encoder",
+    "json.decoder",
+    "os",
+    "io",
+    "math",
+    "operator",
+    "functools",
+    "unittest",
+    "unittest.case",
+    "unittest.result",
+    "unittest.runner",
+    "unittest.loader",
+    "unittest.suite",
+    "codec",
+    "guard",
+    "runner",
+)
+SNAPSHOT_KINDS = (type(len), type(lambda: 0), type, type(os))
+
+
+def install(report, *, protected_files=(), protected_modules=()):
+    """Start watching. `report(what)` is called once per refused attempt; it must not raise.
+
+    `protected_files`: file names (the judge's own) that count as trusted callers and must not be spoofed.
+    `protected_modules`: module names (besides the standard library's) whose classes must not be patched.
+    """
+    protected_files = tuple(protected_files)
+    protected_modules = frozenset(protected_modules) | {"codec", "guard", "runner"}
+    getframe = sys._getframe
+    realpath = os.path.realpath
+    busy = []  # non-empty while the hook itself runs: its own sys._getframe must not recurse
+
+    def refuse(what):
+        report(what)
+        raise PermissionError("tampering: " + what)
+
+    def trusted_caller():
+        # 0 is this function, 1 the hook, 2 the Python frame that made the audited call.
+        busy.append(1)
+        try:
+            filename = getframe(2).f_code.co_filename
+        finally:
+            busy.pop()
+        if filename in protected_files:
+            return True
+        return filename.startswith(FRAME_USERS)
+
+    def protected(target):
+        module = getattr(target, "__module__", None) if isinstance(target, type) else None
+        if module is None and callable(target) and not isinstance(target, type):
+            module = getattr(target, "__module__", None)
+        if type(module) is not str:
+            return isinstance(target, type)
+        top = module.split(".")[0]
+        return module in protected_modules or top in protected_modules or top in sys.stdlib_module_names
+
+    def hook(event, args):
+        if busy:
+            return
+        if event in ALWAYS_REFUSED:
+            refuse(ALWAYS_REFUSED[event])
+        elif event == "sys._getframe":
+            if not trusted_caller():
+                refuse("walking the interpreter's frames (sys._getframe)")
+        elif event == "object.__getattr__":
+            if args[1] in FRAME_ATTRIBUTES and not trusted_caller():
+                refuse(f"walking the interpreter's frames ({args[1]})")
+        elif event.startswith("ctypes."):
+            refuse(f"raw memory access through ctypes ({event})")
+        elif event == "import":
+            if args[0] in RAW_MEMORY_MODULES or str(args[0]).startswith("ctypes."):
+                refuse(f"raw memory access through {args[0]}")
+        elif event == "open":
+            path = args[0]
+            if isinstance(path, bytes):
+                path = path.decode(errors="replace")
+            if isinstance(path, str):
+                busy.append(1)
+                try:
+                    resolved = realpath(path)
+                finally:
+                    busy.pop()
+                if PROC_SECRETS.match(resolved) or PROC_SECRETS.match(path):
+                    refuse(f"reading process memory or descriptors ({path})")
+        elif event == "compile":
+            filename = args[1]
+            if isinstance(filename, bytes):
+                filename = filename.decode(errors="replace")
+            if isinstance(filename, str) and (filename.startswith(STDLIB) or filename in protected_files):
+                refuse(f"compiling code under a trusted file name ({filename})")
+        elif event in ("object.__setattr__", "object.__delattr__"):
+            target, name = args[0], args[1]
+            if (isinstance(target, type) or callable(target)) and protected(target):
+                owner = getattr(target, "__qualname__", type(target).__name__)
+                refuse(f"patching {owner}.{name}")
+
+    def no_signal_handlers(*args, **kwargs):
+        refuse("installing a signal handler")
+
+    # Imported ctypes modules are dropped, so that a program's import of them is seen (and refused).
+    for name in [name for name in sys.modules if name in RAW_MEMORY_MODULES or name.startswith("ctypes.")]:
+        del sys.modules[name]
+    sys.addaudithook(hook)
+    signal.signal = no_signal_handlers
+    sys.modules["_signal"].signal = no_signal_handlers
+
+
+def snapshot():
+    """The watched modules' namespaces, and those of the classes they define, as they are now: each value
+    by identity, in a dict that the program cannot reach (the caller keeps it in a local)."""
+    taken = {}
+    for name in WATCHED_MODULES:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        namespace = dict(vars(module))
+        taken[name] = (namespace, namespace)
+        for key, value in namespace.items():
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                taken[f"{name}.{key}"] = (value, dict(vars(value)))
+    return taken
+
+
+def changed_globals(taken):
+    """What was rebound, added to a class or deleted since `snapshot()`: ["builtins.compile", ...]."""
+    changed = []
+    for name, (owner, before) in taken.items():
+        if isinstance(owner, dict):
+            module = sys.modules.get(name)
+            now = vars(module) if module is not None else {}
+            keys = [key for key, value in before.items() if isinstance(value, SNAPSHOT_KINDS)]
+        else:
+            now = vars(owner)
+            keys = set(before) | set(now)
+        for key in keys:
+            if now.get(key, changed) is not before.get(key, changed):
+                changed.append(f"{name}.{key}")
+    return changed

@@ -1,0 +1,577 @@
+"""The trusted side of a code check, the sandbox's main program (sent as main.py; standard library only).
+
+Three processes, so that no process that runs model-written code holds the report channel, the nonce or the
+decision:
+- the judge (this process) makes itself non-dumpable (no ptrace, no /proc/<pid>/mem or fd by the same uid),
+  forks the zygote *before* it reads its input from stdin, keeps stdout (the report channel) to itself, and
+  decides every verdict from plain values (codec.py) that it compares with expected values only it holds;
+- the zygote never runs model code: it forks a runner per program and, for io tests, relays the runner's
+  output;
+- runners (runner.py) run the program under the guard's audit hook, with the request and reply pipes only.
+
+Input (stdin, one JSON document): {"nonce", "mode": "tests" | "custom", "time_s", ...}; see run_tests and
+run_custom. Output: one line REPORT_PREFIX + JSON with the nonce, written last, on the original stdout.
+"""
+
+import json
+import math
+import os
+import secrets
+import select
+import signal
+import sys
+import time
+
+import codec
+import runner
+
+REPORT_PREFIX = "ANNEAL_REPORT "
+PR_SET_DUMPABLE = 4
+PROTECTED_FILES = (os.path.abspath("main.py"), os.path.abspath("runner.py"), "main.py", "runner.py")
+OUTPUT_CAP = 1 << 20  # bytes of an io test's stdout the judge compares
+MARGIN_S = 0.25  # the judge reports this long before the sandbox's wall clock would kill everything
+
+
+def main():
+    import ctypes  # a local name: the runners, forked from here, must not find it in this module
+
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        os.write(2, b"judge: could not make itself non-dumpable\n")
+        os._exit(70)
+    sys.path[:] = [path for path in sys.path if path and not path.startswith(("/tmp", "."))]
+    job_r, job_w = os.pipe()
+    out_r, out_w = os.pipe()
+    if os.fork() == 0:
+        os.close(job_w)
+        os.close(out_r)
+        zygote(job_r, out_w)
+    os.close(job_r)
+    os.close(out_w)
+    payload = json.loads(sys.stdin.read())
+    report_fd = os.dup(1)
+    os.dup2(2, 1)  # prints of a test script go to stderr: only the report reaches stdout
+    deadline = time.monotonic() + float(payload["time_s"]) - MARGIN_S
+    channel = Channel(job_w, out_r)
+    if payload["mode"] == "custom":
+        report = run_custom(payload, channel, deadline)
+    else:
+        report = run_tests(payload, channel, deadline)
+    report["nonce"] = payload["nonce"]
+    report["tampering"] = channel.tampering
+    os.write(report_fd, (REPORT_PREFIX + json.dumps(report) + "\n").encode())
+    os._exit(0)
+
+
+# --- the zygote ------------------------------------------------------------------------------------------
+
+
+def zygote(job_r, out_w):
+    """Forks a runner per job; never runs model code itself. Never returns.
+
+    After each runner exits, every other process in the sandbox but the judge, the zygote and pid 1 is
+    killed, so nothing a program left running (a daemon that left its process group) reaches the next job.
+    """
+    keep = _ancestors(os.getpid())
+    os.close(0)
+    os.dup2(2, 1)  # the report channel is the judge's alone
+    pending = b""
+    while True:
+        line, pending = runner._read_line(job_r, pending)
+        if line is None:
+            os._exit(0)
+        job = json.loads(line)
+        if job.get("mode") == "serve":
+            pid = os.fork()
+            if pid == 0:
+                os.setpgid(0, 0)
+                runner.serve(job, job_r, out_w, PROTECTED_FILES)
+            _send(out_w, {"started": pid, "t": job["t"]})
+            _, status = os.waitpid(pid, 0)
+            _sweep(keep)
+            _send(out_w, {"exited": _status_text(status), "t": job["t"]})
+        elif job.get("mode") == "io":
+            result = _run_io(job)
+            _sweep(keep)
+            _send(out_w, {"t": job["t"], "io": result})
+
+
+def _run_io(job):
+    pid, fds = runner.spawn_main(job["program"], job["stdin"], PROTECTED_FILES, tamper=True)
+    result = runner.collect(fds, time.monotonic() + job["time_s"], OUTPUT_CAP)
+    if result["timed_out"] or result["flooded"]:
+        _kill_group(pid)
+    _, status = os.waitpid(pid, 0)
+    _kill_group(pid)
+    result["exit"] = _status_text(status)
+    result["tampering"] = [line for line in result["tampering"].splitlines() if line][:5]
+    result["stderr"] = result["stderr"][-2000:]
+    return result
+
+
+def _ancestors(pid):
+    """`pid` and every process above it up to pid 1 (the judge, the sandbox's init or fork server)."""
+    chain = {1}
+    while pid > 1 and pid not in chain:
+        chain.add(pid)
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    return chain
+
+
+def _sweep(keep):
+    for _ in range(100):  # a fork bomb may race the sweep; the sandbox's own limits bound it
+        others = [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in keep]
+        if not others:
+            return
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        time.sleep(0.001)
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _status_text(status):
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+def _send(fd, message):
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+# --- talking to runners ----------------------------------------------------------------------------------
+
+
+class ProgramGone(Exception):
+    """The runner exited or ran out of time; str() says which, after "the program"."""
+
+    def __init__(self, what, status=""):
+        super().__init__(f"{what} ({status})" if status else what)
+        self.what = what
+        self.status = status
+
+
+class Channel:
+    """The judge's end of the pipes to the zygote and its runners. Collects tampering reports as it reads."""
+
+    def __init__(self, job_w, out_r):
+        self.job_w = job_w
+        self.out_r = out_r
+        self.pending = b""
+        self.tampering = []
+        self.known = set()  # every token issued: a late message of an earlier job is not a forgery
+        self.started = {}  # token -> the runner's pid
+
+    def send(self, message):
+        self.known.add(message["t"])
+        _send(self.job_w, message)
+
+    def receive(self, token, deadline):
+        """The next message for `token`; ProgramGone on time out, or when the runner exited first."""
+        while True:
+            message = self._next(deadline)
+            if message is None:
+                raise ProgramGone("ran past its time limit")
+            if "tampering" in message and len(message) == 1:
+                self.flag(message["tampering"])
+            elif message.get("t") not in self.known:
+                self.flag("forged a message to the judge")
+            elif "started" in message:
+                self.started[message["t"]] = message["started"]
+            elif message["t"] != token:
+                continue  # a late word from an earlier job, which already ended
+            elif "exited" in message:
+                raise ProgramGone("exited", message["exited"])
+            else:
+                return message
+
+    def flag(self, what):
+        what = str(what)[:200]
+        if what not in self.tampering and len(self.tampering) < 10:
+            self.tampering.append(what)
+
+    def _next(self, deadline):
+        while b"\n" not in self.pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self.out_r], [], [], remaining)
+            if not ready:
+                return None
+            chunk = os.read(self.out_r, 1 << 16)
+            if not chunk:
+                return None
+            self.pending += chunk
+            if len(self.pending) > runner.MAX_MESSAGE:
+                self.flag("flooded the judge's channel")
+                return None
+        line, _, self.pending = self.pending.partition(b"\n")
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return {"tampering": "forged a message to the judge"}
+        return message if isinstance(message, dict) else {"tampering": "forged a message to the judge"}
+
+
+class Session:
+    """One runner serving one program: the names it defined, and calls into it that return plain values."""
+
+    def __init__(self, channel, program, deadline, *, helpers=False):
+        self.channel = channel
+        self.deadline = deadline
+        self.token = secrets.token_hex(16)
+        self.gone = None
+        channel.send({"mode": "serve", "t": self.token, "program": program, "helpers": helpers})
+        first = self._receive()
+        self.names = first.get("names") or {}
+        self.error = first.get("error")
+
+    def call(self, name, args=(), kwargs=None):
+        if self.gone:
+            raise ProgramGone(self.gone)  # already said what happened
+        try:
+            request = {
+                "call": name,
+                "args": codec.encode(list(args)),
+                "kwargs": codec.encode(dict(kwargs or {})),
+            }
+        except codec.NotPlain as problem:
+            raise TypeError(f"only plain values can be passed to the program's {name}(): {problem}") from None
+        request["t"] = self.token
+        self.channel.send(request)
+        reply = self._receive()
+        if "tampering" in reply:
+            self.channel.flag(reply["tampering"])
+        if "raised" in reply:
+            raise _exception(*reply["raised"])
+        if "not_plain" in reply:
+            raise TypeError(f"{name}() returned {reply['not_plain']}")
+        try:
+            return codec.decode(reply["value"])
+        except (KeyError, TypeError, ValueError, RecursionError):
+            self.channel.flag("forged a message to the judge")
+            raise ProgramGone("sent a reply that was not a plain value") from None
+
+    def finish(self):
+        """Ask the runner what the program rebound in the judge's modules; the runner then exits."""
+        if self.gone:
+            return
+        self.channel.send({"finish": True, "t": self.token})
+        try:
+            reply = self._receive()
+        except ProgramGone:
+            return
+        for name in reply.get("changed") or []:
+            self.channel.flag(f"patching {name}")
+
+    def _receive(self):
+        try:
+            return self.channel.receive(self.token, self.deadline)
+        except ProgramGone as gone:
+            self.gone = str(gone)
+            pid = self.channel.started.get(self.token)
+            if pid:
+                _kill_group(pid)
+            raise
+
+
+def _exception(type_name, message):
+    """The program's exception as the test sees it: the builtin class of that name when there is one."""
+    import builtins
+
+    kind = getattr(builtins, str(type_name), None)
+    if isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, (SystemExit,)):
+        try:
+            return kind(message)
+        except Exception:  # noqa: BLE001 - a builtin exception that wants other arguments
+            pass
+    return RuntimeError(f"the program raised {message}")
+
+
+class RemoteFunction:
+    """Stands for a function of the program in a test: calls it in the runner, returns a plain value."""
+
+    def __init__(self, session, name):
+        self._session = session
+        self._name = name
+        self.__name__ = name
+
+    def __call__(self, *args, **kwargs):
+        return self._session.call(self._name, args, kwargs)
+
+    def __repr__(self):
+        return f"<function {self._name} of the program>"
+
+
+class RemoteOnly:
+    """A name the program defined that cannot cross to the test (a class, an object): any use says why."""
+
+    def __init__(self, name, kind):
+        self._what = f"{name} is a {kind} of the program; only its functions and plain values reach the tests"
+
+    def __getattr__(self, name):
+        raise TypeError(self._what)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(self._what)
+
+
+# --- python_tests ----------------------------------------------------------------------------------------
+
+
+def run_tests(payload, channel, deadline):
+    """payload: {"program", "tests": [test, ...], "io_compare", "float_tolerance"}; a test is
+    {"kind": "assert", "source"} | {"kind": "call", "fn", "args", "kwargs", "expected"} |
+    {"kind": "io", "stdin", "stdout"}. Report: {"passed": [bool], "errors": [str | None], "program_error"}."""
+    tests = payload["tests"]
+    passed, errors = [], []
+    session = namespace = None
+    program_error = None
+    if any(test["kind"] != "io" for test in tests):
+        try:
+            session = Session(channel, payload["program"], deadline)
+        except ProgramGone as gone:
+            program_error = f"{gone.what} before its tests ran" + (f" ({gone.status})" if gone.status else "")
+        else:
+            program_error = f"raised {session.error}" if session.error else None
+            namespace = _test_namespace(session)
+    for index, test in enumerate(tests):
+        if test["kind"] != "io" and program_error is not None:
+            ok, error = False, "not run: the program failed"
+        elif time.monotonic() >= deadline:
+            ok, error = False, "not run: time ran out"
+        elif test["kind"] == "io":
+            ok, error = _io_test(test, payload, channel, deadline)
+        elif test["kind"] == "call":
+            ok, error = _call_test(test, session, payload)
+        else:
+            ok, error = _assert_test(test["source"], index, namespace)
+        passed.append(ok)
+        errors.append(error)
+    if session is not None:
+        session.finish()
+    return {"passed": passed, "errors": errors, "program_error": program_error}
+
+
+def _test_namespace(session):
+    namespace = {"__name__": "__main__"}
+    for name, entry in session.names.items():
+        kind = entry.get("kind")
+        if kind == "function":
+            namespace[name] = RemoteFunction(session, name)
+        elif kind == "value":
+            try:
+                namespace[name] = codec.decode(entry.get("value"))
+            except (TypeError, ValueError, RecursionError):
+                namespace[name] = RemoteOnly(name, "value")
+        elif kind == "module" and entry.get("name") in sys.stdlib_module_names:
+            namespace[name] = __import__(entry["name"])
+        else:
+            namespace[name] = RemoteOnly(name, "class" if kind == "class" else "object")
+    return namespace
+
+
+def _assert_test(source, index, namespace):
+    try:
+        exec(compile(source, f"<test {index + 1}>", "exec"), namespace)
+    except ProgramGone as gone:
+        return False, f"the program {gone}"
+    except BaseException as exc:  # noqa: BLE001 - a failing test, whatever it raised
+        return False, runner.describe(exc)
+    return True, None
+
+
+def _call_test(test, session, payload):
+    shown = f"{test['fn']}({_short(test['args'], 60)[1:-1]})"
+    try:
+        value = session.call(test["fn"], test["args"], test.get("kwargs") or {})
+    except ProgramGone as gone:
+        return False, f"{shown}: the program {gone}"
+    except BaseException as exc:  # noqa: BLE001
+        return False, f"{shown} raised {runner.describe(exc)}"
+    actual = as_json(value)
+    if same(actual, test["expected"], payload.get("float_tolerance", 1e-6)):
+        return True, None
+    return False, f"{shown} returned {_short(actual)}, expected {_short(test['expected'])}"
+
+
+def _io_test(test, payload, channel, deadline):
+    token = secrets.token_hex(16)
+    remaining = max(deadline - time.monotonic(), 0.05)
+    channel.send(
+        {"mode": "io", "t": token, "program": payload["program"], "stdin": test["stdin"], "time_s": remaining}
+    )
+    try:
+        result = channel.receive(token, deadline + MARGIN_S / 2)["io"]
+    except (ProgramGone, KeyError, TypeError):
+        return False, "time ran out"
+    for what in result.get("tampering") or []:
+        channel.flag(what)
+    if result.get("timed_out"):
+        return False, "time ran out"
+    if result.get("flooded"):
+        return False, f"output passed {OUTPUT_CAP} bytes"
+    if result.get("exit") != "exit code 0":
+        tail = (result.get("stderr") or "").strip().splitlines()[-1:] or [""]
+        return False, f"the program failed ({result.get('exit')}) {tail[0][:200]}".strip()
+    if outputs_match(result.get("stdout", ""), test["stdout"], payload.get("io_compare", "lines")):
+        return True, None
+    return False, f"wrong output: got {_short(result.get('stdout', ''))}, expected {_short(test['stdout'])}"
+
+
+def outputs_match(actual, expected, how, tolerance=1e-6):
+    """exact; lines: trailing spaces of each line and trailing blank lines ignored; tokens: any whitespace,
+    numbers within `tolerance`."""
+    if how == "exact":
+        return actual == expected
+    if how == "tokens":
+        got, want = actual.split(), expected.split()
+        return len(got) == len(want) and all(
+            _token_equal(a, b, tolerance) for a, b in zip(got, want, strict=False)
+        )
+    return _lines(actual) == _lines(expected)
+
+
+def _lines(text):
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _token_equal(got, want, tolerance):
+    if got == want:
+        return True
+    try:
+        a, b = float(got), float(want)
+    except ValueError:
+        return False
+    return math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance)
+
+
+def as_json(value):
+    """What a JSON round trip makes of a plain value: tuples and sets as lists, dict keys as strings."""
+    kind = type(value)
+    if kind in (list, tuple):
+        return [as_json(item) for item in value]
+    if kind in (set, frozenset):
+        items = [as_json(item) for item in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    if kind is dict:
+        return {_json_key(key): as_json(item) for key, item in value.items()}
+    if kind in (bytes, complex):
+        return repr(value)
+    return value
+
+
+def _json_key(key):
+    if type(key) is bool:
+        return "true" if key else "false"
+    return "null" if key is None else str(key)
+
+
+def same(actual, expected, tolerance):
+    """Equal as JSON values, floats within `tolerance` (relative or absolute); a bool is never a number."""
+    if type(expected) is bool or type(actual) is bool:
+        return type(actual) is type(expected) and actual == expected
+    if type(expected) in (int, float) and type(actual) in (int, float):
+        if type(expected) is int and type(actual) is int:
+            return actual == expected
+        return math.isclose(actual, expected, rel_tol=tolerance, abs_tol=tolerance)
+    if type(expected) is list and type(actual) is list:
+        return len(actual) == len(expected) and all(
+            same(a, e, tolerance) for a, e in zip(actual, expected, strict=False)
+        )
+    if type(expected) is dict and type(actual) is dict:
+        return actual.keys() == expected.keys() and all(
+            same(actual[k], expected[k], tolerance) for k in expected
+        )
+    return type(actual) is type(expected) and actual == expected
+
+
+def _short(value, limit=120):
+    text = value if isinstance(value, str) else json.dumps(value)
+    text = repr(text) if isinstance(value, str) else text
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --- custom_python ---------------------------------------------------------------------------------------
+
+
+def run_custom(payload, channel, deadline):
+    """payload: {"code", "samples": [{"row", "completion"}]}: score(row, completion) of the user's code, each
+    sample in a fresh runner. Report: {"results": [{"score", "reason", "tampering"}]}."""
+    results = []
+    for sample in payload["samples"]:
+        before = len(channel.tampering)
+        entry = _custom_one(payload["code"], sample, channel, deadline)
+        caught = channel.tampering[before:]
+        del channel.tampering[before:]
+        if caught:
+            entry = {"score": 0.0, "reason": "", "tampering": caught}
+        results.append(entry)
+    return {"results": results}
+
+
+def _custom_one(code, sample, channel, deadline):
+    if time.monotonic() >= deadline:
+        return {"score": None, "reason": "not run: time ran out"}
+    try:
+        session = Session(channel, code, deadline, helpers=True)
+    except ProgramGone as gone:
+        return {"score": None, "reason": f"the verifier code {gone}"}
+    if session.error:
+        session.finish()
+        return {"score": None, "reason": "the verifier code failed: " + session.error}
+    if session.names.get("score", {}).get("kind") != "function":
+        session.finish()
+        return {
+            "score": None,
+            "reason": "the verifier code failed: it must define a function score(row, completion)",
+        }
+    try:
+        value = session.call("score", (sample["row"], sample["completion"]))
+    except ProgramGone as gone:
+        return {"score": None, "reason": f"score() {gone}"}
+    except BaseException as exc:  # noqa: BLE001
+        session.finish()
+        return {"score": None, "reason": "score() raised " + runner.describe(exc)}
+    session.finish()
+    score, reason = _as_score(value)
+    return {"score": score, "reason": reason}
+
+
+def _as_score(value):
+    """(score, reason) from what score() returned: a number, (number, reason) or {"score", "reason"}."""
+    reason = ""
+    if isinstance(value, dict):
+        value, reason = value.get("score"), str(value.get("reason", ""))
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        value, reason = value[0], str(value[1])
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None, f"score() returned {type(value).__name__} {str(value)[:60]}, not a finite number"
+    return float(value), reason[:300]
+
+
+if __name__ == "__main__":
+    main()

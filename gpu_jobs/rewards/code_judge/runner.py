@@ -1,0 +1,278 @@
+"""The untrusted side of a code check (sent as runner.py; standard library only).
+
+Runs in a process the judge's zygote forks, which holds no report channel, no nonce and no expected value:
+only a request pipe from the judge and a reply pipe to it. Whatever the program does here, the judge (another,
+non-dumpable process) decides from plain values alone. Two ways to run a program:
+
+- `serve`: run it once as module `solution`, list what it defined, then answer the judge's calls
+  ({"call": name, "args", "kwargs"}) with plain values, until {"finish"}; every reply echoes the request's
+  token, which lives only in this function's frame (the guard refuses the ways to read it).
+- `run_main`: run it as `python main.py` would, on the stdin, stdout and stderr it was given (an io test).
+"""
+
+import ast
+import builtins
+import os
+import select
+import signal
+import sys
+import time
+import types
+
+import codec
+import guard
+
+PROGRAM_FILE = "<program>"
+TAMPER_FD = 3  # run_main: where the guard writes what it refused, one line each
+READ_CHUNK = 1 << 16
+MAX_MESSAGE = 64 << 20
+
+
+def compile_program(source):
+    """The program, with the value of its last statement bound to `result` when that is an expression."""
+    tree = ast.parse(source, filename=PROGRAM_FILE)
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        tree.body[-1] = ast.copy_location(
+            ast.Assign(targets=[ast.Name(id="result", ctx=ast.Store())], value=last.value), last
+        )
+        ast.fix_missing_locations(tree)
+    return compile(tree, PROGRAM_FILE, "exec")
+
+
+def describe(exc):
+    try:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        text = type(exc).__name__
+    return text[:300]
+
+
+def serve(job, job_r, out_w, protected_files):
+    """Run `job["program"]` and answer calls on the pipes until told to finish. Never returns."""
+    token = job["t"]
+    write = os.write
+    dumps = codec.dumps
+    encode = codec.encode
+    decode = codec.decode
+    loads = __import__("json").loads
+    not_plain = codec.NotPlain
+
+    def send(message):
+        data = (dumps(message) + "\n").encode()
+        while data:
+            data = data[write(out_w, data) :]
+
+    def report(what):
+        try:
+            write(out_w, (dumps({"tampering": str(what)[:200]}) + "\n").encode())
+        except BaseException:  # noqa: BLE001 - reporting must never break the refusal itself
+            pass
+
+    guard.install(report, protected_files=protected_files)
+    taken = guard.snapshot()
+    namespace = {"__name__": "solution", "__builtins__": builtins}
+    if job.get("helpers"):
+        namespace["run_program"] = run_program
+    error = None
+    try:
+        exec(compile_program(job["program"]), namespace)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too: a program that exits must not pass
+        error = describe(exc)
+    send({"t": token, "names": _names(namespace), "error": error})
+    pending = b""
+    while True:
+        line, pending = _read_line(job_r, pending)
+        if line is None:
+            os._exit(0)
+        try:
+            request = loads(line)
+        except ValueError:
+            continue
+        if not isinstance(request, dict) or request.get("t") != token:
+            continue
+        if request.get("finish"):
+            send({"t": token, "changed": guard.changed_globals(taken)})
+            os._exit(0)
+        reply = {"t": token}
+        try:
+            function = namespace.get(request["call"])
+            args = decode(request.get("args") or [])
+            kwargs = decode(request.get("kwargs") or {})
+            value = function(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - the program's exception, reported as data
+            reply["raised"] = [type(exc).__name__, describe(exc)]
+        else:
+            try:
+                reply["value"] = encode(value)
+            except not_plain as problem:
+                reply["not_plain"] = str(problem)
+                if _claims_any_equality(problem.value):
+                    reply["tampering"] = "returned an object that claims to equal anything"
+            except RecursionError:
+                reply["not_plain"] = "a value nested too deep"
+        send(reply)
+
+
+def _claims_any_equality(value):
+    """True when `value == <a brand-new object>` holds: no honest value equals an object it never saw."""
+
+    class Stranger:
+        pass
+
+    try:
+        return value is not None and (value == Stranger()) is True
+    except BaseException:  # noqa: BLE001
+        return False
+
+
+def _names(namespace):
+    """What the program defined, as the judge may use it: functions by name, plain values by value."""
+    listed = {}
+    for name, value in list(namespace.items()):
+        if name.startswith("__") or name == "run_program":
+            continue
+        if isinstance(value, types.ModuleType):
+            module = getattr(value, "__name__", None)
+            listed[name] = {"kind": "module", "name": module if type(module) is str else ""}
+        elif isinstance(value, type):
+            listed[name] = {"kind": "class"}
+        elif callable(value):
+            listed[name] = {"kind": "function"}
+        else:
+            try:
+                listed[name] = {"kind": "value", "value": codec.encode(value)}
+            except (codec.NotPlain, RecursionError):
+                listed[name] = {"kind": "other"}
+    return listed
+
+
+def _read_line(fd, pending):
+    while b"\n" not in pending:
+        chunk = os.read(fd, READ_CHUNK)
+        if not chunk or len(pending) > MAX_MESSAGE:
+            return None, b""
+        pending += chunk
+    line, _, rest = pending.partition(b"\n")
+    return line, rest
+
+
+def run_main(program, protected_files):
+    """Run `program` as __main__ on descriptors 0-2, as `python main.py` would; the exit code."""
+
+    def report(what):
+        try:
+            os.write(TAMPER_FD, (str(what)[:200].replace("\n", " ") + "\n").encode())
+        except BaseException:  # noqa: BLE001
+            pass
+
+    guard.install(report, protected_files=protected_files)
+    module = types.ModuleType("__main__")
+    module.__builtins__ = builtins
+    sys.modules["__main__"] = module
+    try:
+        exec(compile(program, PROGRAM_FILE, "exec"), module.__dict__)
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except BaseException as exc:  # noqa: BLE001
+        # No traceback module here: it walks frames, which the guard counts as the program's reach.
+        tb, line = exc.__traceback__, None
+        while tb is not None:
+            line, tb = tb.tb_lineno, tb.tb_next
+        where = f"line {line}: " if line else ""
+        _print_error(f"Traceback: {PROGRAM_FILE} {where}{describe(exc)}")
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    return code
+
+
+def _exit_code(exc):
+    if exc.code is None:
+        return 0
+    if type(exc.code) is int:
+        return exc.code & 0xFF
+    _print_error(str(exc.code))
+    return 1
+
+
+def _print_error(text):
+    try:
+        print(text, file=sys.stderr)
+    except BaseException:  # noqa: BLE001
+        pass
+
+
+def run_program(code, stdin="", timeout_s=5.0):
+    """For a custom verifier's score(): run `code` as a separate Python program and return what it did,
+    {"stdout", "stderr", "exit_code", "timed_out"}. The program runs in its own process, with no way to the
+    verifier's state or to the judge, so executing a completion this way cannot change the score."""
+    if type(code) is not str or type(stdin) is not str:
+        raise TypeError("run_program(code, stdin='') takes strings")
+    pid, outputs = spawn_main(code, stdin, ())
+    result = collect(outputs, time.monotonic() + float(timeout_s), 1 << 20)
+    if result["timed_out"] or result["flooded"]:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    return {
+        "stdout": result["stdout"],
+        "stderr": result["stderr"],
+        "exit_code": os.waitstatus_to_exitcode(status),
+        "timed_out": result["timed_out"],
+    }
+
+
+def spawn_main(program, stdin, protected_files, *, tamper=False):
+    """Fork a process that runs `program` through run_main with `stdin`; (pid, {"stdout": fd, "stderr": fd
+    [, "tampering": fd]}) with the read ends, which the caller closes (collect does)."""
+    stdin_fd = os.memfd_create("stdin", 0)
+    os.write(stdin_fd, stdin.encode())
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    pipes = {name: os.pipe() for name in ("stdout", "stderr", *(("tampering",) if tamper else ()))}
+    pid = os.fork()
+    if pid == 0:
+        os.setpgid(0, 0)
+        os.dup2(stdin_fd, 0)
+        os.dup2(pipes["stdout"][1], 1)
+        os.dup2(pipes["stderr"][1], 2)
+        if tamper:
+            os.dup2(pipes["tampering"][1], TAMPER_FD)
+        os.closerange(TAMPER_FD + 1 if tamper else 3, 1 << 16)
+        sys.stdin = open(0, closefd=False, encoding="utf-8", errors="replace")
+        sys.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="replace", buffering=1)
+        sys.stderr = open(2, "w", closefd=False, encoding="utf-8", errors="backslashreplace", buffering=1)
+        os._exit(run_main(program, protected_files))
+    os.close(stdin_fd)
+    for _, write_end in pipes.values():
+        os.close(write_end)
+    return pid, {name: read_end for name, (read_end, _) in pipes.items()}
+
+
+def collect(fds, deadline, cap):
+    """Read every descriptor of `fds` ({name: fd}) until all close, `deadline` passes or one passes `cap`
+    bytes; closes them. {name: text, "timed_out": bool, "flooded": bool}."""
+    buffers = {fd: bytearray() for fd in fds.values()}
+    open_fds = set(buffers)
+    timed_out = flooded = False
+    while open_fds and not flooded:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select(list(open_fds), [], [], remaining)
+        for fd in ready:
+            chunk = os.read(fd, READ_CHUNK)
+            if not chunk:
+                open_fds.discard(fd)
+                continue
+            buffers[fd] += chunk
+            flooded = flooded or len(buffers[fd]) > cap
+    for fd in buffers:
+        os.close(fd)
+    result = {name: bytes(buffers[fd][:cap]).decode(errors="replace") for name, fd in fds.items()}
+    result.update(timed_out=timed_out, flooded=flooded)
+    return result

@@ -1,0 +1,72 @@
+"""Programs that try to forge python_tests' verdict score 0, on every sandbox backend; honest ones score 1.
+
+The forgers (tests/security/forgers.py) each try one kind of attack on the grader: walking frames to the
+harness, patching what it calls, objects that equal anything, reading memory, writing forged reports to every
+descriptor, killing the judge. Each runs against tests no honest program passes, in the assert form and the
+call form, with `fraction` scoring so that one forged test would show.
+"""
+
+import pytest
+
+from gpu_jobs.rewards import build_scorer
+from tests.security.forgers import (
+    FORGERS,
+    HONEST,
+    HONEST_ASSERTS,
+    HONEST_CALLS,
+    IMPOSSIBLE_ASSERTS,
+    IMPOSSIBLE_CALLS,
+)
+from tests.security.hostile import BackendClient
+
+pytestmark = pytest.mark.security
+
+
+def _scorer(backend):
+    return build_scorer({"type": "python_tests", "scoring": "fraction"}, sandbox=BackendClient(backend))
+
+
+def test_every_forger_scores_zero_on_tests_it_cannot_pass(backend):
+    names = list(FORGERS)
+    rows = [{"tests": IMPOSSIBLE_ASSERTS}] * len(names) + [{"tests": IMPOSSIBLE_CALLS}] * len(names)
+    completions = [f"```python\n{FORGERS[name]}\n```" for name in names] * 2
+    results = _scorer(backend).score_batch(rows, completions)
+    forged = {
+        f"{form} {name}": (result.score, result.reason)
+        for form, name, result in zip(
+            ["assert"] * len(names) + ["call"] * len(names), names * 2, results, strict=False
+        )
+        if result.score != 0.0 or not result.reason
+    }
+    assert forged == {}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "frame_walk_to_harness_locals",
+        "patch_json_dumps_after_the_program",
+        "replace_builtins_compile_and_exec",
+        "always_equal_object",
+        "read_own_memory_for_the_nonce",
+        "scan_gc_objects_for_the_nonce",
+        "ctypes_raw_memory",
+        "trace_function_rewrites_locals",
+        "signal_handler_steals_frames",
+        "patch_unittest_assert_helpers",
+        "inspect_stack_to_the_caller",
+        "traceback_frames_of_a_caught_exception",
+    ],
+)
+def test_a_reach_for_the_grader_is_named_as_tampering(backend, name):
+    result = _scorer(backend).score({"tests": IMPOSSIBLE_ASSERTS}, FORGERS[name])
+    assert result.score == 0.0
+    assert result.reason.startswith("tampering: "), result.reason
+    assert result.parts["tampering"] == 1.0
+
+
+def test_the_honest_solution_passes_every_form(backend):
+    scorer = _scorer(backend)
+    rows = [{"tests": HONEST_ASSERTS}, {"tests": HONEST_CALLS}]
+    results = scorer.score_batch(rows, [HONEST, HONEST])
+    assert [(r.score, r.parts["tampering"]) for r in results] == [(1.0, 0.0), (1.0, 0.0)]
