@@ -20,8 +20,11 @@ def job_rollouts(*, job: Job, tampering: bool | None = None, step: int | None = 
     """The job's rollout events in seq order; ``tampering`` True keeps only those that tried to tamper with
     a verifier (False: only the others); ``step`` keeps one step's."""
     rollouts = job.events.filter(kind=EventKind.ROLLOUT).order_by("seq")
-    if tampering is not None:
-        rollouts = rollouts.filter(TAMPERING_ROLLOUT) if tampering else rollouts.exclude(TAMPERING_ROLLOUT)
+    if tampering:
+        rollouts = rollouts.filter(TAMPERING_ROLLOUT)
+    elif tampering is not None:
+        # Not exclude(TAMPERING_ROLLOUT): a missing JSON key is NULL in SQL, and NOT (NULL) drops the row.
+        rollouts = rollouts.exclude(pk__in=rollouts.filter(TAMPERING_ROLLOUT).values("pk"))
     if step is not None:
         rollouts = rollouts.filter(payload__step=step)
     return rollouts
