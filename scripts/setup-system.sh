@@ -6,8 +6,9 @@ set -euo pipefail
 
 # What the platform itself runs with.
 #   bubblewrap       the local sandbox backend (bwrap) that runs verifier programs
+#   libseccomp2      compiles the sandbox's seccomp filter (sandboxes/backends/seccomp.py, through ctypes)
 #   ca-certificates  pip's TLS to PyPI on a slim Debian
-RUNTIME_PACKAGES=(bubblewrap ca-certificates)
+RUNTIME_PACKAGES=(bubblewrap libseccomp2 ca-certificates)
 
 # What the test suite uses on top. PostgreSQL and Redis are left to scripts/test-services.sh, which
 # installs them only when nothing answers on their ports.

@@ -53,6 +53,29 @@ def test_a_run_asking_for_another_process_limit_gets_a_container_of_its_own(warm
     assert int(result.stdout) < 6
 
 
+def test_a_container_is_capped_at_its_runs_memory_and_refuses_kernel_surface(warm):
+    warm.run(python("print(1)"))
+    (short_id,) = warm.pool.idle_pids()
+    (container,) = [c for c in sandbox_containers(pid=os.getpid()) if c.short_id == short_id]
+    host = container.attrs["HostConfig"]
+    # The run's 256 MB, its 16 MB tmpfs and the fork server's 32 MB: all its processes together.
+    assert host["Memory"] == (256 + 16 + 32) << 20
+    assert host["PidsLimit"] == 64 + 1
+    assert host["CapDrop"] and "no-new-privileges" in " ".join(host["SecurityOpt"])
+    code = "import ctypes, os\nprint(os.readlink('/proc/self/ns/ipc'), ctypes.CDLL(None).unshare(0x10000000))"
+    inside = warm.run(python(code))
+    ipc, unshared = inside.stdout.split()
+    assert ipc != os.readlink("/proc/self/ns/ipc")  # an IPC namespace of the container's own
+    assert unshared == "-1", inside.stderr  # no nested user namespace
+
+
+def test_a_run_asking_for_another_memory_limit_gets_a_container_of_its_own(warm):
+    started = warm.pool.stats.warm_runs
+    result = warm.run(python("print(len(b'x' * (300 << 20)))", limits=Limits(memory_mb=400)))
+    assert (result.status, result.stdout) == (Status.OK, f"{300 << 20}\n"), result.stderr
+    assert warm.pool.stats.warm_runs == started  # the warm container is capped at 256 MB: not used
+
+
 def test_containers_are_labelled_with_their_creator(warm):
     warm.run(python("print(1)"))
     (short_id,) = warm.pool.idle_pids()
