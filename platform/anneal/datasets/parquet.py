@@ -93,10 +93,26 @@ def open_parquet(handle: BinaryIO, *, limits: ParquetLimits) -> ParquetSource:
     reader = pq.ParquetFile(handle, metadata=metadata, read_dictionary=text_leaves)
     return ParquetSource(
         columns=list(schema.names),
-        column_types={f.name: str(f.type) for f in schema},
+        column_types={f.name: str(_value_type(f.type)) for f in schema},
         total_rows=metadata.num_rows,
         rows=_rows(reader, limits=limits),
     )
+
+
+def _value_type(kind):
+    """``kind`` with every dictionary replaced by its value type: a dictionary of strings holds text (pandas
+    writes categoricals so), and that is what the mapping checks."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        return _value_type(kind.value_type)
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(_value_type(kind.value_type)))
+    if pa.types.is_large_list(kind):
+        return pa.large_list(kind.value_field.with_type(_value_type(kind.value_type)))
+    if pa.types.is_struct(kind):
+        return pa.struct([field.with_type(_value_type(field.type)) for field in kind])
+    return kind
 
 
 def _check_footer(metadata, *, limits: ParquetLimits) -> None:
@@ -130,7 +146,7 @@ def cell_bytes(array) -> np.ndarray:
         sizes = cell_bytes(array.dictionary)
         indices = array.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         valid = array.is_valid().to_numpy(zero_copy_only=False)
-        return np.where(valid, sizes[indices] if len(sizes) else 0, 0) + VALUE_BYTES
+        return np.where(valid, sizes[indices] if len(sizes) else 0, VALUE_BYTES)  # sizes count VALUE_BYTES
     if (
         pa.types.is_string(kind)
         or pa.types.is_large_string(kind)
