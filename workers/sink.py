@@ -174,4 +174,5 @@ class DjangoCheckpointStore:
         Checkpoint.objects.update_or_create(
             job=self.job, step=step, defaults={"location": str(target), "lineage": lineage}
         )
-        return str(target)
+        # The name inside the checkpoint store, not the server path: it goes out in events users read.
+        return str(target.relative_to(settings.CHECKPOINT_DIR))

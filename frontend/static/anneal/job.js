@@ -173,11 +173,7 @@
     if (el.checkpoints.querySelector('li[data-step="' + p.step + '"]')) return;
     var li = document.createElement("li");
     li.dataset.step = p.step;
-    li.append("step " + p.step + " ");
-    var code = document.createElement("code");
-    code.className = "small";
-    code.textContent = p.location || "";
-    li.append(code);
+    li.append("step " + p.step);
     el.checkpoints.prepend(li);
     el.checkpointsEmpty.hidden = true;
   }

@@ -7,6 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
+from anneal.accounts.services import audit
 from anneal.api_base import TeamScopedView
 from anneal.api_parsers import JSONParser
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion
@@ -256,6 +257,8 @@ class UploadErrorsCsvApi(TeamScopedView):
     @extend_schema(responses={(200, "text/csv"): str}, description="Every error as a CSV download.")
     def get(self, request, pk: int):
         upload = self.get_scoped(DatasetUpload.objects.all(), pk)
+        # Data leaving the platform is audited: who took which file's rows out.
+        audit(team=upload.team, user=request.user, action="upload.errors_export", obj=upload)
         response = StreamingHttpResponse(upload_errors_csv(upload=upload), content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="upload-{upload.pk}-errors.csv"'
         return response
@@ -318,6 +321,14 @@ class VersionRowsApi(TeamScopedView):
         params.is_valid(raise_exception=True)
         offset, limit = params.validated_data["offset"], params.validated_data["limit"]
         rows = read_rows(version.rows_path, offset=offset, limit=limit)
+        audit(
+            team=version.dataset.team,
+            user=request.user,
+            action="dataset_version.rows_export",
+            obj=version,
+            offset=offset,
+            rows=len(rows),
+        )
         return Response({"count": version.row_count, "offset": offset, "results": rows})
 
 

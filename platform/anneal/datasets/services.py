@@ -17,7 +17,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, ProtectedError
 from django.utils import timezone
 
 from anneal.accounts.models import Team
@@ -368,14 +368,37 @@ def _upload_fail(upload: DatasetUpload, report: IngestReport) -> DatasetUpload:
 
 
 def _job_using(versions) -> str | None:
+    """Which job names one of ``versions`` (the first found, and how), or None: lineage never points at nothing."""
     from django.db.models import Q
 
     from anneal.training.models import Job
 
-    # A job's first version, or any of the versions it mixes (anneal.training.models.JobDataset).
-    uses = Q(dataset_version__in=versions) | Q(job_datasets__dataset_version__in=versions)
+    # A job's first version, any of the versions it mixes (anneal.training.models.JobDataset), its held-out one.
+    ids = {version.pk for version in versions}
+    uses = (
+        Q(dataset_version__in=ids)
+        | Q(job_datasets__dataset_version__in=ids)
+        | Q(eval_dataset_version__in=ids)
+    )
     job = Job.objects.filter(uses).order_by("id").first()
-    return f"job #{job.pk} '{job.name}' uses {job.dataset_version}" if job else None
+    if job is None:
+        return None
+    trained = {job.dataset_version_id, *job.job_datasets.values_list("dataset_version_id", flat=True)}
+    used = next(v for v in versions if v.pk in trained | {job.eval_dataset_version_id})
+    return f"job #{job.pk} '{job.name}' {'uses' if used.pk in trained else 'is evaluated on'} {used}"
+
+
+def _delete_unprotected(obj: Dataset | DatasetVersion) -> None:
+    """Delete, or InUse when a key the checks above do not know of still protects it (never a 500)."""
+    try:
+        obj.delete()
+    except ProtectedError as exc:
+        holder = next(iter(exc.protected_objects), None)
+        raise InUse(
+            f"{obj} is still used by {holder._meta.verbose_name if holder else 'another object'} {holder}: "
+            "it is kept so that what was made from it can be reproduced",
+            field="version" if isinstance(obj, DatasetVersion) else "dataset",
+        ) from None
 
 
 @transaction.atomic
@@ -386,7 +409,7 @@ def dataset_version_delete(*, version: DatasetVersion, user: User) -> None:
         raise InUse(f"{used}: a version a job used is kept so the job can be reproduced", field="version")
     location = version.rows_path
     audit(team=version.dataset.team, user=user, action="dataset_version.delete", obj=version)
-    version.delete()
+    _delete_unprotected(version)
     transaction.on_commit(lambda: storage.delete(location))
 
 
@@ -399,7 +422,7 @@ def dataset_delete(*, dataset: Dataset, user: User) -> None:
         raise InUse(f"{used}: delete the dataset's unused versions instead, or keep it", field="dataset")
     locations = [v.rows_path for v in versions]
     audit(team=dataset.team, user=user, action="dataset.delete", obj=dataset, name=dataset.name)
-    dataset.delete()
+    _delete_unprotected(dataset)
     transaction.on_commit(lambda: [storage.delete(location) for location in locations])
 
 

@@ -10,14 +10,15 @@ from anneal.training.costs import job_estimate, job_spend
 from anneal.training.lifecycle import LIMIT_FIELDS, job_pause, job_resume, queue_state
 from anneal.training.models import Checkpoint, Job, JobEvent
 from anneal.training.selectors import job_events_after, job_rollouts
-from anneal.training.services import HYPER_FIELDS, job_cancel, job_launch, job_retry
+from anneal.training.services import HYPER_FIELDS, JobInputsGone, job_cancel, job_launch, job_retry
 from anneal.training.spec import available_models, spec_fields
 
 
 class CheckpointOutput(serializers.ModelSerializer):
+    # Where the files lie on the server is the platform's business, not the user's: never shown.
     class Meta:
         model = Checkpoint
-        fields = ["id", "job", "step", "location", "lineage", "created_at"]
+        fields = ["id", "job", "step", "lineage", "created_at"]
 
 
 class JobOutput(serializers.ModelSerializer):
@@ -304,11 +305,20 @@ class JobCancelApi(TeamScopedView):
 
 
 class JobRetryApi(TeamScopedView):
-    @extend_schema(request=None, responses={201: JobOutput})
+    @extend_schema(
+        request=None,
+        responses={201: JobOutput},
+        description="Run a finished job's frozen spec again as a new job; 409 when a dataset version it "
+        "names was deleted.",
+    )
     def post(self, request, pk: int):
         job = self.get_scoped(Job.objects.all(), pk)
         self.check_write(job.team)
-        return Response(JobOutput(job_retry(job=job, user=request.user)).data, status=status.HTTP_201_CREATED)
+        try:
+            new = job_retry(job=job, user=request.user)
+        except JobInputsGone as exc:
+            return Response({"detail": str(exc), "errors": exc.errors}, status=status.HTTP_409_CONFLICT)
+        return Response(JobOutput(new).data, status=status.HTTP_201_CREATED)
 
 
 class JobEventsApi(TeamScopedView):

@@ -35,6 +35,11 @@ class Job(models.Model):
     # The frozen spec: everything needed to reproduce the run (hyper-parameters, versions, weights).
     spec = models.JSONField()
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="jobs")
+    # The held-out rows the job is evaluated on (spec "eval_dataset_version"), kept as a key so that the
+    # version cannot be deleted while the job names it: lineage never points at nothing.
+    eval_dataset_version = models.ForeignKey(
+        DatasetVersion, on_delete=models.PROTECT, related_name="eval_jobs", null=True, blank=True
+    )
     verifier_versions = models.ManyToManyField(VerifierVersion, through="JobVerifier", related_name="jobs")
     retry_of = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="retries"

@@ -180,6 +180,7 @@ def job_launch(
         name=name,
         spec=spec,
         dataset_version=version,
+        eval_dataset_version=eval_version,
         max_steps=hyper["max_steps"],
         **job_columns(limits),
     )
@@ -230,17 +231,41 @@ def job_cancel(*, job: Job, user: User | None) -> Job:
     return job
 
 
+class JobInputsGone(InputError):
+    """A dataset version the job's spec names was deleted (before versions in use were protected): the job
+    cannot run as it was frozen. The API answers 409."""
+
+
+def job_inputs_check(*, job: Job) -> None:
+    """JobInputsGone naming the first dataset version ``job``'s spec names that no longer exists."""
+    spec = job.spec if isinstance(job.spec, dict) else {}
+    named = [("dataset_versions", v) for v in spec.get("dataset_versions") or [spec.get("dataset_version")]]
+    named.append(("eval_dataset_version", spec.get("eval_dataset_version")))
+    wanted = {v for _, v in named if isinstance(v, int)}
+    existing = set(DatasetVersion.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+    for field, version in named:
+        if isinstance(version, int) and version not in existing:
+            role = "held-out evaluation" if field == "eval_dataset_version" else "training"
+            raise JobInputsGone(
+                f"job #{job.pk} cannot run again: its {role} dataset version (id {version}) was deleted. "
+                "Launch a new job with the versions you have now.",
+                field=field,
+            )
+
+
 @transaction.atomic
 def job_retry(*, job: Job, user: User) -> Job:
     """Launch a new job with the same frozen spec."""
     if not job.is_finished:
         raise InputError(f"job #{job.pk} is {job.state}; only a finished job can be retried", field="state")
+    job_inputs_check(job=job)
     new = Job.objects.create(
         team=job.team,
         created_by=user,
         name=job.name,
         spec=job.spec,
         dataset_version=job.dataset_version,
+        eval_dataset_version=job.eval_dataset_version,
         max_steps=job.max_steps,
         retry_of=job,
         **job_columns(job.spec),
