@@ -1,7 +1,9 @@
 """Deployments' worker side: the regression gate before a deployment starts, and one serving replica
 supervised per `serve` task, as workers/job_runner.py supervises a training child.
 
-A replica is `python -m gpu_jobs.serving ...` in its own process group on a free 127.0.0.1 port. The task
+A replica is `python -m gpu_jobs.serving ...` in its own process group on a free 127.0.0.1 port. It gets a
+fresh credential in its environment (never argv: /proc/*/cmdline is world-readable) and answers only calls that
+send it, which the platform derives from the replica's row (Replica.credential). The task
 waits for its /health, marks it ready, heart-beats while it runs, stops it (the whole group) when the replica
 is set to draining, and marks it failed with the reason (the log's tail) when it dies or never comes up.
 """
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import httpx
 from celery.worker import state as worker_state
@@ -27,6 +30,7 @@ from anneal.deployments.services import (
     deployment_fail,
     gate_record,
     replica_claim,
+    replica_credential_issue,
     replica_finish,
     replica_handover,
     replica_heartbeat,
@@ -34,6 +38,7 @@ from anneal.deployments.services import (
     replica_started,
     replicas_spawn,
 )
+from gpu_jobs.serving.auth import CREDENTIAL_ENV
 
 POLL_S = 0.5
 HEARTBEAT_S = 5.0
@@ -51,6 +56,11 @@ def serving_dir() -> Path:
 
 def _child_env() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)])}
+
+
+def serving_env(*, credential: str, backend: str) -> dict:
+    """The replica's environment: the worker's, plus its credential where its server reads it."""
+    return {**_child_env(), ("VLLM_API_KEY" if backend == "vllm" else CREDENTIAL_ENV): credential}
 
 
 def free_port() -> int:
@@ -163,33 +173,51 @@ def replica_run_supervised(*, replica_id: int) -> str:
     if not replica_claim(replica_id=replica_id, worker=worker):
         return "not claimed"
     replica = Replica.objects.select_related("deployment__checkpoint").get(pk=replica_id)
-    deployment = replica.deployment
     log_path = serving_dir() / f"replica-{replica_id}.log"
     port = free_port()
+    try:
+        with log_path.open("ab") as log:
+            child, credential = replica_process_start(replica=replica, port=port, log=log)
+    except OSError as exc:
+        replica_finish(replica_id=replica_id, error=f"the serving process could not start: {exc}")
+        return ReplicaState.FAILED
+    replica_started(replica_id=replica_id, host=HOST, port=port, pid=child.pid)
+    try:
+        return _supervise(
+            replica_id=replica_id, child=child, port=port, credential=credential, log_path=log_path
+        )
+    finally:
+        _stop_group(child)
+
+
+def replica_process_start(*, replica: Replica, port: int, log: IO[bytes]) -> tuple[subprocess.Popen, str]:
+    """Start the serving process of ``replica`` on ``port`` with a fresh credential; return it and the
+    credential. Raises OSError when the process cannot start."""
+    deployment = replica.deployment
+    backend = settings.DEPLOY_SERVING_BACKEND
+    credential = replica_credential_issue(replica_id=replica.pk)
     argv = serving_argv(
         model_dir=deployment.checkpoint.location,
         tier=replica.tier,
         port=port,
         served_name=deployment.name,
         max_concurrency=deployment.max_concurrency,
-        backend=settings.DEPLOY_SERVING_BACKEND,
+        backend=backend,
     )
-    try:
-        with log_path.open("ab") as log:
-            child = subprocess.Popen(
-                argv, cwd=ROOT, env=_child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-    except OSError as exc:
-        replica_finish(replica_id=replica_id, error=f"the serving process could not start: {exc}")
-        return ReplicaState.FAILED
-    replica_started(replica_id=replica_id, host=HOST, port=port, pid=child.pid)
-    try:
-        return _supervise(replica_id=replica_id, child=child, port=port, log_path=log_path)
-    finally:
-        _stop_group(child)
+    child = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=serving_env(credential=credential, backend=backend),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    return child, credential
 
 
-def _supervise(*, replica_id: int, child: subprocess.Popen, port: int, log_path: Path) -> str:
+def _supervise(
+    *, replica_id: int, child: subprocess.Popen, port: int, credential: str, log_path: Path
+) -> str:
     started = time.monotonic()
     ready = False
     last_beat = time.monotonic()
@@ -210,7 +238,7 @@ def _supervise(*, replica_id: int, child: subprocess.Popen, port: int, log_path:
                 replica_finish(replica_id=replica_id)
                 return _state(replica_id)
             if not ready:
-                health = _health(http, port)
+                health = replica_health(http, port=port, credential=credential)
                 if health.get("status") == "failed":  # the model would not load: no point waiting
                     _stop_group(child)
                     replica_finish(
@@ -236,10 +264,10 @@ def _supervise(*, replica_id: int, child: subprocess.Popen, port: int, log_path:
             time.sleep(POLL_S)
 
 
-def _health(http: httpx.Client, port: int) -> dict:
+def replica_health(http: httpx.Client, *, port: int, credential: str) -> dict:
     """The replica's /health body: status "ok" once it serves, "loading" before, "failed" if it cannot."""
     try:
-        response = http.get(f"http://{HOST}:{port}/health")
+        response = http.get(f"http://{HOST}:{port}/health", headers={"Authorization": f"Bearer {credential}"})
     except httpx.HTTPError:
         return {"status": "down"}
     if response.status_code == 200:  # vLLM answers 200 with an empty body

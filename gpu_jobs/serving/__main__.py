@@ -1,16 +1,20 @@
 """``python -m gpu_jobs.serving --model DIR --tier TIER --port PORT --served-name NAME``: one CPU replica.
 
-Binds the port at once and answers ``/health`` with 503 while the model loads, then 200. Exits 2 on bad
-arguments (argparse) and on a model folder that does not exist.
+Binds the port at once and answers ``/health`` with 503 while the model loads, then 200. Every request must
+send ``Authorization: Bearer $ANNEAL_REPLICA_CREDENTIAL``: the credential comes from the environment (the serve
+worker sets it), never from argv. Exits 2 on bad arguments (argparse), on a model folder that does not exist
+and without a credential.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
+from gpu_jobs.serving.auth import CREDENTIAL_ENV, MIN_CREDENTIAL_CHARS
 from gpu_jobs.serving.engine import TIERS, Engine, EngineConfig
 
 GRACEFUL_SHUTDOWN_S = 10
@@ -68,6 +72,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.draft_model is not None and args.tier != "turbo":
         print("error: --draft-model is for the turbo tier only", file=sys.stderr)
         raise SystemExit(2)
+    # Taken out of the environment so nothing this process starts inherits it.
+    credential = os.environ.pop(CREDENTIAL_ENV, "")
+    if len(credential) < MIN_CREDENTIAL_CHARS:
+        print(
+            f"error: set {CREDENTIAL_ENV} to a random secret of at least {MIN_CREDENTIAL_CHARS} characters: "
+            "the replica answers only requests that send it as 'Authorization: Bearer …'",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if args.threads:
         import torch
@@ -90,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
             max_batch=args.max_batch,
         ),
     )
-    app = create_app(engine, args.served_name)
+    app = create_app(engine, args.served_name, credential=credential)
     # On SIGTERM, requests still streaming get GRACEFUL_SHUTDOWN_S to finish, then the process exits.
     uvicorn.run(
         app,

@@ -3,6 +3,7 @@
 Routes: ``GET /health`` (503 until the model is loaded), ``GET /v1/models``, ``POST /v1/completions``,
 ``POST /v1/chat/completions`` (plain JSON or server-sent events). Every response carries ``usage``; a stream
 always ends with a chunk whose ``choices`` is empty and whose ``usage`` is set, then ``data: [DONE]``.
+Every route, /health included, needs the replica's credential (gpu_jobs.serving.auth); without it: 401.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from gpu_jobs.serving.auth import RequireCredential
 from gpu_jobs.serving.chat_template import render_chat
 from gpu_jobs.serving.engine import Delta, Engine, Failed, Finished, Job, Sequence
 from gpu_jobs.serving.protocol import ApiError, ParsedRequest, SamplingParams, parse_chat, parse_completion
@@ -118,8 +121,9 @@ class Server:
         if not isinstance(model, str) or not model:
             raise ApiError("'model' is required: the name of the served model", param="model")
         if model != self.served_name:
+            # Names neither the model served nor the one asked for: the caller already knows its own.
             raise ApiError(
-                f"the model '{model}' does not exist here; this endpoint serves '{self.served_name}'",
+                "the model named in 'model' is not served here",
                 status=404,
                 param="model",
                 code="model_not_found",
@@ -312,7 +316,8 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return _error(ApiError(f"internal error: {type(exc).__name__}", status=500, type="server_error"))
 
 
-def create_app(engine: Engine, served_name: str) -> Starlette:
+def create_app(engine: Engine, served_name: str, *, credential: str) -> Starlette:
+    """The replica's app; every request must send ``Authorization: Bearer <credential>``."""
     server = Server(engine, served_name)
     routes = [
         Route("/health", server.health, methods=["GET"]),
@@ -323,6 +328,7 @@ def create_app(engine: Engine, served_name: str) -> Starlette:
     return Starlette(
         routes=routes,
         exception_handlers={HTTPException: _not_found, Exception: _server_error},
+        middleware=[Middleware(RequireCredential, credential=credential)],
         lifespan=_lifespan(engine),
     )
 

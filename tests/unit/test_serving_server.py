@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from gpu_jobs.serving.auth import CREDENTIAL_ENV
 from gpu_jobs.serving.chat_template import render_plain
 from gpu_jobs.tiny_model import ensure_tiny_model
 from tests.stack import free_port
@@ -23,6 +24,9 @@ MODEL_STORE = Path(os.environ.get("ANNEAL_MODEL_STORE", "/tmp/anneal-test/models
 NAME = "tiny-test"
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ["12+30=", "7+8=", "45+45=", "99+1="]
+# Every replica demands its credential (tests/security/test_deploy_isolation.py checks the refusals).
+CREDENTIAL = "test-replica-credential-" + "x" * 16
+AUTH = {"Authorization": f"Bearer {CREDENTIAL}"}
 
 
 class Replica:
@@ -46,7 +50,10 @@ class Replica:
             "1",
             *extra,
         ]
-        self.process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        env = {**os.environ, CREDENTIAL_ENV: CREDENTIAL}
+        self.process = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         self.health_codes: list[int] = []
 
     def wait_ready(self, timeout: float = 120.0) -> None:
@@ -57,7 +64,7 @@ class Replica:
                     f"{self.tier} replica exited: {self.process.stderr.read().decode()[-2000:]}"
                 )
             try:
-                response = httpx.get(self.url + "/health", timeout=2)
+                response = httpx.get(self.url + "/health", timeout=2, headers=AUTH)
                 self.health_codes.append(response.status_code)
                 if response.status_code == 200:
                     return
@@ -67,7 +74,7 @@ class Replica:
         raise AssertionError(f"{self.tier} replica not ready after {timeout} s")
 
     def client(self) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=CREDENTIAL, max_retries=0, timeout=60)
 
     def stop(self) -> None:
         self.process.terminate()
@@ -128,7 +135,7 @@ def _tokens(tokenizer, text: str) -> int:
 
 def test_health_and_models(replicas):
     for tier, replica in replicas.items():
-        health = httpx.get(replica.url + "/health").json()
+        health = httpx.get(replica.url + "/health", headers=AUTH).json()
         assert health["status"] == "ok" and health["tier"] == tier and health["model"] == NAME
         assert set(replica.health_codes) <= {200, 503}
         models = replica.client().models.list()
@@ -273,7 +280,7 @@ def test_sampling_n_seed_and_stop(replicas):
     ],
 )
 def test_bad_chat_requests_get_openai_errors(replicas, body, status, param):
-    response = httpx.post(replicas["batch"].url + "/v1/chat/completions", json=body, timeout=30)
+    response = httpx.post(replicas["batch"].url + "/v1/chat/completions", json=body, timeout=30, headers=AUTH)
     assert response.status_code == status, response.text
     error = response.json()["error"]
     assert error["param"] == param and error["message"] and error["type"]
@@ -281,16 +288,18 @@ def test_bad_chat_requests_get_openai_errors(replicas, body, status, param):
 
 def test_bad_completion_requests_and_raw_http(replicas):
     url = replicas["batch"].url
-    oversized = httpx.post(url + "/v1/completions", json={"model": NAME, "prompt": "1", "max_tokens": 512})
+    oversized = httpx.post(
+        url + "/v1/completions", json={"model": NAME, "prompt": "1", "max_tokens": 512}, headers=AUTH
+    )
     assert oversized.status_code == 400 and oversized.json()["error"]["code"] == "context_length_exceeded"
     assert "512" in oversized.json()["error"]["message"]
     for content, param in [(b"{not json", None), (b"[1, 2]", None)]:
-        response = httpx.post(url + "/v1/completions", content=content)
+        response = httpx.post(url + "/v1/completions", content=content, headers=AUTH)
         assert response.status_code == 400 and response.json()["error"]["param"] == param
-    response = httpx.post(url + "/v1/completions", json={"model": NAME, "prompt": [10**9]})
+    response = httpx.post(url + "/v1/completions", json={"model": NAME, "prompt": [10**9]}, headers=AUTH)
     assert response.status_code == 400 and response.json()["error"]["param"] == "prompt"
-    assert httpx.get(url + "/v1/nothing").json()["error"]["code"] == "not_found"
-    assert httpx.get(url + "/v1/completions").status_code == 405
+    assert httpx.get(url + "/v1/nothing", headers=AUTH).json()["error"]["code"] == "not_found"
+    assert httpx.get(url + "/v1/completions", headers=AUTH).status_code == 405
     # The openai client surfaces them as its own typed errors.
     client = replicas["batch"].client()
     with pytest.raises(openai.NotFoundError) as caught:
@@ -331,7 +340,7 @@ def test_concurrency_limit_answers_429_then_recovers(replicas):
             assert time.monotonic() < deadline, "the slot was not released after the client left"
             time.sleep(0.2)
     assert result.usage.prompt_tokens == 4
-    assert json.loads(httpx.get(replica.url + "/health").text)["requests_held"] == 0
+    assert json.loads(httpx.get(replica.url + "/health", headers=AUTH).text)["requests_held"] == 0
 
 
 def test_cli_refuses_a_folder_that_is_not_a_model(tmp_path):
@@ -375,3 +384,20 @@ def test_cli_refuses_a_folder_that_is_not_a_model(tmp_path):
         timeout=60,
     )
     assert done.returncode == 2 and "fastest" in done.stderr
+
+
+def test_cli_refuses_to_serve_without_a_credential(model_dir):
+    env = {name: value for name, value in os.environ.items() if name != CREDENTIAL_ENV}
+    argv = [sys.executable, "-m", "gpu_jobs.serving", "--model", str(model_dir), "--tier", "standard"]
+    for credential in (None, "short"):
+        if credential is not None:
+            env[CREDENTIAL_ENV] = credential
+        done = subprocess.run(
+            [*argv, "--port", "1", "--served-name", NAME],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2 and CREDENTIAL_ENV in done.stderr and "32 characters" in done.stderr

@@ -267,7 +267,11 @@ class TeamUsageApi(TeamScopedView):
         team = self._team()
         return Response({**team_usage(team), "series": usage_series(team=team)})
 
-    @extend_schema(request=Input, responses=dict, description="Set the team's monthly budget cap (USD).")
+    @extend_schema(
+        request=Input,
+        responses=dict,
+        description="Set the team's monthly budget cap (USD). Owners only: anyone else gets 403.",
+    )
     def post(self, request):
         team = self.writable_team()
         data = self.Input(data=request.data)

@@ -10,10 +10,12 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import IO
 
 import httpx
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from anneal import jsontext
@@ -40,6 +42,8 @@ from anneal.errors import NUL_MESSAGE, holds_nul
 ENDPOINTS = {"/v1/chat/completions": "chat.completions", "/v1/completions": "completions"}
 MAX_LINE_ERRORS = 20
 REQUEST_TIMEOUT_S = 300.0
+MB = 1024 * 1024
+COPY_CHUNK = MB
 
 
 def batch_dir(team_id: int) -> Path:
@@ -51,6 +55,35 @@ def batch_dir(team_id: int) -> Path:
 def _store(team_id: int, data: bytes) -> Path:
     path = batch_dir(team_id) / f"{uuid.uuid4().hex}.jsonl"
     path.write_bytes(data)
+    return path
+
+
+def file_too_large() -> OpenAIError:
+    limit = settings.UPLOAD_MAX_BYTES
+    size = f"{limit // MB} MB ({limit} bytes)" if limit % MB == 0 else f"{limit} bytes"
+    return OpenAIError(
+        413,
+        f"The file is larger than the limit of {size} (ANNEAL_UPLOAD_MAX_MB): split it into smaller batch files.",
+        param="file",
+        code="file_too_large",
+    )
+
+
+def _store_stream(team_id: int, source: IO[bytes]) -> Path:
+    """Copy ``source`` to the team's batch folder a chunk at a time, refusing it (nothing kept) once it passes
+    the upload limit: its size is known only by reading it."""
+    path = batch_dir(team_id) / f"{uuid.uuid4().hex}.jsonl"
+    size = 0
+    try:
+        with path.open("wb") as out:
+            while chunk := source.read(COPY_CHUNK):
+                size += len(chunk)
+                if size > settings.UPLOAD_MAX_BYTES:
+                    raise file_too_large()
+                out.write(chunk)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -107,34 +140,38 @@ def _line_problem(line: str, seen: set) -> dict | str:
 
 
 @transaction.atomic
-def batch_file_create(*, key: DeploymentKey, filename: str, data: bytes, purpose: str) -> BatchFile:
+def batch_file_create(*, key: DeploymentKey, filename: str, source: IO[bytes], purpose: str) -> BatchFile:
+    """A batch input file read from ``source``, checked line by line. Its size is checked as it is copied
+    to storage, so an over-size file is refused (413) without ever being held whole."""
     if purpose != "batch":
         raise OpenAIError(400, f"purpose {purpose!r} is not supported: use 'batch'.", param="purpose")
-    if len(data) > settings.UPLOAD_MAX_BYTES:
-        raise OpenAIError(
-            413, f"The file is {len(data)} bytes; the limit is {settings.UPLOAD_MAX_BYTES}.", param="file"
+    path = _store_stream(key.team_id, source)
+    try:
+        data = path.read_bytes()  # at most the upload limit, checked above
+        requests, errors = parse_lines(data)
+        if errors:
+            raise OpenAIError(
+                400, "The batch file is invalid: " + "; ".join(errors), param="file", code="invalid_file"
+            )
+        if len(requests) > settings.DEPLOY_BATCH_MAX_LINES:
+            raise OpenAIError(
+                400,
+                f"The file holds {len(requests)} requests; a batch takes at most "
+                f"{settings.DEPLOY_BATCH_MAX_LINES}.",
+                param="file",
+            )
+        return BatchFile.objects.create(
+            team_id=key.team_id,
+            key=key,
+            filename=filename[:255] or "batch.jsonl",
+            purpose=purpose,
+            path=str(path),
+            bytes=len(data),
+            lines=len(requests),
         )
-    requests, errors = parse_lines(data)
-    if errors:
-        raise OpenAIError(
-            400, "The batch file is invalid: " + "; ".join(errors), param="file", code="invalid_file"
-        )
-    if len(requests) > settings.DEPLOY_BATCH_MAX_LINES:
-        raise OpenAIError(
-            400,
-            f"The file holds {len(requests)} requests; a batch takes at most {settings.DEPLOY_BATCH_MAX_LINES}.",
-            param="file",
-        )
-    path = _store(key.team_id, data)
-    return BatchFile.objects.create(
-        team_id=key.team_id,
-        key=key,
-        filename=filename[:255] or "batch.jsonl",
-        purpose=purpose,
-        path=str(path),
-        bytes=len(data),
-        lines=len(requests),
-    )
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 @transaction.atomic
@@ -186,19 +223,39 @@ def batch_create(
     return batch
 
 
+def files_for_key(key: DeploymentKey) -> QuerySet[BatchFile]:
+    """The batch files a key sees: its team's; for a key bound to one deployment, only the files made with a
+    key bound to that deployment (its uploads and the results of its batches)."""
+    files = BatchFile.objects.filter(team_id=key.team_id)
+    if key.deployment_id is not None:
+        files = files.filter(key__deployment_id=key.deployment_id)
+    return files
+
+
+def batches_for_key(key: DeploymentKey) -> QuerySet[BatchJob]:
+    """The batches a key sees, by the rule of files_for_key."""
+    batches = BatchJob.objects.filter(team_id=key.team_id)
+    if key.deployment_id is not None:
+        batches = batches.filter(key__deployment_id=key.deployment_id)
+    return batches
+
+
+def _pk(text: str) -> int | None:
+    """The number in an id such as file-12, if it could be a row's: "²" or 30 digits find nothing, no 500."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else None
+
+
 def file_for_key(key: DeploymentKey, file_id: str, *, param: str | None = None) -> BatchFile:
-    number = file_id.removeprefix("file-")
-    batch_file = (
-        BatchFile.objects.filter(pk=int(number), team_id=key.team_id).first() if number.isdigit() else None
-    )
+    number = _pk(file_id.removeprefix("file-"))
+    batch_file = files_for_key(key).filter(pk=number).first() if number is not None else None
     if batch_file is None:
         raise OpenAIError(404, f"No such File object: {file_id}", param=param, code="file_not_found")
     return batch_file
 
 
 def batch_for_key(key: DeploymentKey, batch_id: str) -> BatchJob:
-    number = batch_id.removeprefix("batch_")
-    batch = BatchJob.objects.filter(pk=int(number), team_id=key.team_id).first() if number.isdigit() else None
+    number = _pk(batch_id.removeprefix("batch_"))
+    batch = batches_for_key(key).filter(pk=number).first() if number is not None else None
     if batch is None:
         raise OpenAIError(404, f"No such Batch object: {batch_id}", code="batch_not_found")
     return batch
@@ -312,7 +369,9 @@ async def _send_all(batch: BatchJob, requests: list[dict], by_name: dict[str, De
                     )
                 started = time.monotonic()
                 try:
-                    response = await client.post(replica.base_url + item["url"], json=item["body"])
+                    response = await client.post(
+                        replica.base_url + item["url"], json=item["body"], headers=replica.auth_headers
+                    )
                     body = response.json()
                 except (httpx.HTTPError, json.JSONDecodeError) as exc:
                     return _line_error(

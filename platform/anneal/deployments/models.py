@@ -6,6 +6,7 @@ import secrets
 
 from django.conf import settings
 from django.db import models
+from django.utils.crypto import salted_hmac
 
 from anneal.accounts.models import Team
 from anneal.training.models import Checkpoint
@@ -78,6 +79,9 @@ class Replica(models.Model):
     host = models.CharField(max_length=200, blank=True)
     port = models.PositiveIntegerField(null=True, blank=True)
     pid = models.IntegerField(null=True, blank=True)
+    # Random, set when the process starts. The credential the replica demands is derived from it and the
+    # server's SECRET_KEY (see `credential`), so the database alone does not hold it. Shown nowhere.
+    credential_salt = models.CharField(max_length=64, blank=True, editable=False)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     ready_at = models.DateTimeField(null=True, blank=True)
@@ -93,6 +97,18 @@ class Replica(models.Model):
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def credential(self) -> str:
+        """The bearer credential this replica's process demands (gpu_jobs.serving.auth). Web and workers
+        derive the same one: they share SECRET_KEY."""
+        value = f"{self.pk}:{self.credential_salt}"
+        return salted_hmac("anneal.deployments.replica", value, algorithm="sha256").hexdigest()
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        """What every call from the platform to the replica sends, health checks included."""
+        return {"Authorization": f"Bearer {self.credential}"}
 
 
 KEY_PREFIX = "sk-anneal-"

@@ -1,11 +1,13 @@
 """Writes for deployments: create, stop, switch tier, the regression gate and its override, replica states
 (driven by the `serve` worker), API keys, budgets and metered usage. Keyword-only and atomic."""
 
+import secrets
 from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -245,6 +247,13 @@ def replica_claim(*, replica_id: int, worker: str) -> bool:
     )
 
 
+def replica_credential_issue(*, replica_id: int) -> str:
+    """A fresh credential for the replica's process, which it is handed at start; the platform derives the
+    same one from the row whenever it calls the replica."""
+    Replica.objects.filter(pk=replica_id).update(credential_salt=secrets.token_hex(32))
+    return Replica.objects.get(pk=replica_id).credential
+
+
 def replica_started(*, replica_id: int, host: str, port: int, pid: int) -> None:
     Replica.objects.filter(pk=replica_id).update(host=host, port=port, pid=pid, heartbeat_at=timezone.now())
 
@@ -363,6 +372,14 @@ def deployment_key_revoke(*, key: DeploymentKey, user: User) -> DeploymentKey:
 
 @transaction.atomic
 def team_budget_set(*, team: Team, user: User, monthly_cap_usd: Decimal | None) -> TeamBudget:
+    """Set the team's monthly spending cap. Owners only (PermissionDenied, a 403 in API and pages alike):
+    the cap is what keeps an expert's or a leaked key's calls from spending without bound."""
+    role = role_in(user, team)
+    if role != Role.OWNER:
+        raise PermissionDenied(
+            f"Only an owner of team '{team.name}' sets its monthly spending cap; your role is "
+            f"{role or 'none'}. Ask an owner to change it."
+        )
     if monthly_cap_usd is not None and monthly_cap_usd < 0:
         raise InputError("must be 0 or more (empty: no cap)", field="monthly_cap_usd")
     column = TeamBudget._meta.get_field("monthly_cap_usd")

@@ -1,5 +1,6 @@
 """The OpenAI-compatible /v1 endpoint: authenticate a deployment key, check budget and rate limit, pick a
-ready replica, forward the request, relay the answer (streams too) and meter the tokens it reports.
+ready replica, forward the request with the replica's credential (a replica answers nothing else), relay the
+answer (streams too) and meter the tokens it reports.
 
 Async views on Daphne; the replica is called with httpx. Every failure answers in OpenAI's error shape
 {"error": {"message", "type", "param", "code"}} with a 4xx/5xx status, never a stack trace.
@@ -301,7 +302,8 @@ async def forward(admission: Admission, body: dict, kind: str) -> HttpResponse:
     handed_over = False
     try:
         try:
-            upstream = await client.send(client.build_request("POST", url, json=body), stream=True)
+            request = client.build_request("POST", url, json=body, headers=admission.replica.auth_headers)
+            upstream = await client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise OpenAIError(
                 503,

@@ -1,8 +1,11 @@
-"""The batch API under /v1, as OpenAI's: files (purpose batch) and batches, authenticated by deployment keys."""
+"""The batch API under /v1, as OpenAI's: files (purpose batch) and batches, authenticated by deployment keys.
+A key bound to one deployment sees only that deployment's batches and files (batches.files_for_key)."""
 
 import json
 from pathlib import Path
 
+from django.conf import settings
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import FileResponse, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -13,15 +16,56 @@ from anneal.deployments.batches import (
     batch_file_create,
     batch_for_key,
     batch_object,
+    batches_for_key,
     file_for_key,
     file_object,
+    file_too_large,
+    files_for_key,
 )
-from anneal.deployments.models import BatchFile, BatchJob
 from anneal.deployments.v1 import OpenAIError, authenticate, bearer, error_response, internal_error
+
+# The multipart framing and the form's other field (purpose) beside the file.
+FORM_ROOM = 64 * 1024
 
 
 def _key(request):
     return authenticate(bearer(request))
+
+
+class UploadTooLarge(Exception):
+    pass
+
+
+class UploadSizeLimit(FileUploadHandler):
+    """First of the request's upload handlers: refuses a body announced past the limit before reading any of
+    it, and counts each file's bytes as the multipart body is parsed, stopping at the limit, so an over-size
+    file is never read to its end (into memory or a temporary file). ``too_large`` tells the view."""
+
+    def __init__(self, request=None, *, max_bytes: int) -> None:
+        super().__init__(request)
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.too_large = False
+
+    def handle_raw_input(self, input_data, META, content_length, boundary, encoding=None):  # noqa: N803
+        if content_length > self.max_bytes + FORM_ROOM:
+            raise UploadTooLarge  # nothing read or opened yet
+        return None
+
+    def new_file(self, *args, **kwargs) -> None:
+        super().new_file(*args, **kwargs)
+        self.size = 0
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
+        self.size += len(raw_data)
+        if self.size > self.max_bytes:
+            self.too_large = True
+            # Django closes what the handlers kept so far and reads no further.
+            raise StopUpload(connection_reset=True)
+        return raw_data  # the next handler (memory, or a temporary file past 2.5 MB) keeps it
+
+    def file_complete(self, file_size: int) -> None:
+        return None
 
 
 def _openai_view(methods: tuple[str, ...]):
@@ -48,14 +92,22 @@ def _openai_view(methods: tuple[str, ...]):
 def files(request) -> HttpResponse:
     key = _key(request)
     if request.method == "GET":
-        rows = BatchFile.objects.filter(team_id=key.team_id).order_by("-created_at")[:1000]
+        rows = files_for_key(key).order_by("-created_at")[:1000]
         return JsonResponse({"object": "list", "data": [file_object(f) for f in rows]})
-    upload = request.FILES.get("file")
+    limit = UploadSizeLimit(request, max_bytes=settings.UPLOAD_MAX_BYTES)
+    request.upload_handlers.insert(0, limit)
+    try:
+        upload = request.FILES.get("file")
+    except UploadTooLarge:
+        limit.too_large = True
+    if limit.too_large:
+        raise file_too_large()
     if upload is None:
         raise OpenAIError(400, "Send the file as multipart form data in the field 'file'.", param="file")
-    batch_file = batch_file_create(
-        key=key, filename=upload.name or "", data=upload.read(), purpose=request.POST.get("purpose", "")
-    )
+    with upload:
+        batch_file = batch_file_create(
+            key=key, filename=upload.name or "", source=upload, purpose=request.POST.get("purpose", "")
+        )
     return JsonResponse(file_object(batch_file))
 
 
@@ -77,7 +129,7 @@ def file_content(request, file_id: str) -> HttpResponse:
 def batches(request) -> HttpResponse:
     key = _key(request)
     if request.method == "GET":
-        rows = BatchJob.objects.filter(team_id=key.team_id).select_related("input_file", "output_file")
+        rows = batches_for_key(key).select_related("input_file", "output_file")
         data = [batch_object(b) for b in rows.select_related("error_file")[:100]]
         return JsonResponse({"object": "list", "data": data, "has_more": False})
     try:

@@ -228,7 +228,7 @@ def deployment_key_revoke_view(request, pk: int):
 def team_budget_view(request):
     team = writable_team(request)
     if role_in(request.user, team) != Role.OWNER:
-        raise PermissionDenied("Only an owner of the team sets its budget.")
+        raise PermissionDenied(f"Only an owner of team '{team.name}' sets its monthly spending cap.")
     raw = request.POST.get("monthly_cap_usd", "").strip()
     try:
         cap = Decimal(raw) if raw else None
