@@ -12,6 +12,7 @@ import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from ipaddress import ip_address
 
 import pytest
 from django.contrib.auth.models import User
@@ -292,7 +293,7 @@ def test_non_public_addresses_behind_an_allowed_wildcard_are_refused_before_any_
         allowed_hosts=(parse_host_entry("*.example.com"),), resolver=lambda host, port: [address]
     )
     result = build_scorer(judge_spec("https://judge.example.com/v1"), outbound=outbound).score(GOOD_ROW, "57")
-    assert result.score == 0.0 and kind in result.reason and address in result.reason
+    assert result.score == 0.0 and kind in result.reason and str(ip_address(address)) in result.reason
     assert no_connections == []
 
 
@@ -374,3 +375,70 @@ def test_only_an_owner_changes_the_allowed_hosts_in_api_and_pages_alike(world):
         AuditEntry.objects.filter(action__startswith="outbound_host.").values_list("action", flat=True)
     )
     assert actions == {"outbound_host.add", "outbound_host.remove"}
+
+
+# --- a team deployment as the judge, through the platform's own /v1 -----------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deployment_judge_goes_through_v1_with_a_key_bound_to_it_and_is_metered(
+    settings, live_server, tmp_path
+):
+    from anneal.datasets.services import dataset_version_create_from_rows
+    from anneal.deployments.models import Deployment, DeploymentKey, DeploymentState, Replica, UsageRecord
+    from anneal.training.models import Checkpoint, Job
+
+    settings.UPLOAD_DIR = tmp_path / "uploads"
+    settings.DATASET_DIR = tmp_path / "datasets"
+    settings.BASE_URL = live_server.url
+    org = Organisation.objects.create(name="Acme")
+    owner, outsider = User.objects.create_user("owner"), User.objects.create_user("outsider")
+    core = team_create(organisation=org, name="Core", owner=owner)
+    team_create(organisation=org, name="Rivals", owner=outsider)
+    version = dataset_version_create_from_rows(team=core, user=None, name="sums", rows=[GOOD_ROW] * 4)
+    job = Job.objects.create(team=core, name="adder", spec={"model": "tiny"}, dataset_version=version)
+    checkpoint = Checkpoint.objects.create(job=job, step=1, location=str(tmp_path))
+    replica_server = JudgeServer()  # stands in for the deployment's replica behind the platform's proxy
+    try:
+        deployment = Deployment.objects.create(
+            team=core, checkpoint=checkpoint, name="adder", state=DeploymentState.READY
+        )
+        Replica.objects.create(
+            deployment=deployment,
+            tier=deployment.tier,
+            state="ready",
+            host="127.0.0.1",
+            port=replica_server.port,
+        )
+        preview = {
+            "spec": {"type": "model_judge", "deployment": "adder"},
+            "samples": [{"row": GOOD_ROW, "completion": "57"}],
+        }
+        for _ in range(2):
+            response = api(owner).post("/api/v1/verifiers/preview", preview, format="json")
+            assert response.status_code == 200, response.content
+            assert response.json()["results"][0]["score"] == 0.8, response.json()
+        # One key, bound to that deployment alone, issued once and reused; never listed among the secrets.
+        (key,) = DeploymentKey.objects.filter(team=core)
+        assert key.deployment_id == deployment.pk and key.is_active
+        assert api(owner).get("/api/v1/team/secrets").json() == []
+        records = UsageRecord.objects.filter(deployment=deployment)
+        assert records.count() == 2 and set(records.values_list("key_id", flat=True)) == {key.pk}
+        assert [r["body"]["model"] for r in replica_server.requests] == ["adder", "adder"]
+        # Another team names the same deployment: it has none by that name.
+        rival = api(outsider).post("/api/v1/verifiers/preview", preview, format="json")
+        assert rival.status_code == 400 and rival.json()["errors"][0]["field"] == "spec.deployment"
+    finally:
+        replica_server.close()
+
+
+def test_the_form_builder_offers_the_teams_secret_names_and_never_an_environment_variable(world):
+    assert store_secret(world).status_code == 201
+    page = Client()
+    page.force_login(world["owner"])
+    html = page.get("/verifiers/new/?type=model_judge").content.decode()
+    assert 'name="model_judge.api_key_secret"' in html and "api_key_env" not in html
+    assert '<option value="JUDGE_KEY">' in html and SECRET_VALUE not in html
+    outsider = Client()
+    outsider.force_login(world["outsider"])
+    assert "JUDGE_KEY" not in outsider.get("/verifiers/new/?type=model_judge").content.decode()

@@ -115,8 +115,19 @@ def _display(field: SpecField, value) -> str:
     return str(value)
 
 
-def builder_sections(*, chosen: str, spec: dict | None, errors: dict[str, list[str]]) -> list[dict]:
-    """One section per type with its inputs: values from `spec` for the chosen type, defaults elsewhere."""
+def builder_sections(
+    *,
+    chosen: str,
+    spec: dict | None,
+    errors: dict[str, list[str]],
+    suggestions: dict[str, list[str]] | None = None,
+) -> list[dict]:
+    """One section per type with its inputs: values from `spec` for the chosen type, defaults elsewhere.
+
+    ``suggestions``: values offered for a text input by field name (the team's secret names for a judge's
+    api_key_secret, its deployments for deployment), shown as a pick list the user may still type past.
+    """
+    suggestions = suggestions or {}
     sections = []
     for kind, cls in VERIFIER_TYPES.items():
         source = spec if spec and spec.get("type") == kind else {}
@@ -137,6 +148,7 @@ def builder_sections(*, chosen: str, spec: dict | None, errors: dict[str, list[s
                     "value": _display(field, value),
                     "checked": bool(value) if widget_for(field) == "checkbox" else False,
                     "errors": errors.get(field.name, []) if kind == chosen else [],
+                    "suggestions": suggestions.get(field.name, []) if widget_for(field) == "text" else [],
                 }
             )
         sections.append({"type": kind, "summary": cls.summary, "inputs": inputs, "chosen": kind == chosen})

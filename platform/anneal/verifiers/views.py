@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from anneal.accounts.outbound_hosts import team_secret_names
 from anneal.accounts.scope import page_team
 from anneal.accounts.selectors import can_write
 from anneal.datasets.models import DatasetVersion
@@ -41,6 +42,18 @@ def verifier_list(request):
     return render(request, "verifiers/list.html", context)
 
 
+def _suggestions(team) -> dict[str, list[str]]:
+    """What a model judge may name in this team: its secrets (names only) and its deployments."""
+    from anneal.deployments.models import Deployment
+
+    if team is None:
+        return {}
+    return {
+        "api_key_secret": team_secret_names(team),
+        "deployment": list(Deployment.objects.filter(team=team).values_list("name", flat=True)),
+    }
+
+
 def _builder_context(*, request, team, form: VerifierForm, spec: dict | None, verifier=None) -> dict:
     chosen = (form.data.get("type") if form.is_bound else None) or (spec or {}).get("type") or "exact_match"
     versions = (
@@ -54,7 +67,9 @@ def _builder_context(*, request, team, form: VerifierForm, spec: dict | None, ve
         "team": team,
         "verifier": verifier,
         "chosen_type": chosen,
-        "sections": builder_sections(chosen=chosen, spec=spec, errors=form.spec_errors),
+        "sections": builder_sections(
+            chosen=chosen, spec=spec, errors=form.spec_errors, suggestions=_suggestions(team)
+        ),
         "spec_preview": json.dumps(spec or {"type": chosen}, indent=2),
         "catalogue": verifier_type_catalogue(),
         "dataset_versions": versions[:50],
