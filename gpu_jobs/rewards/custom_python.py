@@ -1,18 +1,23 @@
-"""custom_python: a user's `score(row, completion)` function, run ONLY inside a sandbox, never in-process."""
+"""custom_python: a user's `score(row, completion)` function, run ONLY inside a sandbox, never in-process.
+
+The code runs in a runner process under code_judge's guard, a fresh one per sample; the judge process calls
+score() and receives only a plain value, so nothing a sample does reaches another sample's score. Code that
+needs to execute the completion should call `run_program(code, stdin="")` (given to the code), which runs it
+as a separate process with no way back into score(); exec() of a completion inside score() is the weaker
+form: the completion then runs next to score() and only the guard stands between it and the result.
+"""
 
 from __future__ import annotations
 
 import ast
-import json
 import secrets
-from pathlib import Path
 
+from gpu_jobs.rewards import code_judge
 from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, shorten
-from gpu_jobs.rewards.python_harness import REPORT_PREFIX
+from gpu_jobs.rewards.python_tests import TAMPERING, tampering_result
 from sandboxes.client import SandboxClient
-from sandboxes.types import Limits, RunRequest, RunResult, Status
+from sandboxes.types import RunResult, Status
 
-HARNESS_SOURCE = Path(__file__).with_name("custom_harness.py").read_text(encoding="utf-8")
 MAX_TIMEOUT_S = 60.0
 # Samples per sandbox run: one process scores several, so a batch of 1,000 is not 1,000 process starts,
 # while one sample that hangs costs only its chunk.
@@ -32,7 +37,8 @@ class CustomPython(Scorer):
             "code",
             (str,),
             help="Python defining score(row, completion) that returns a number in 0..1, (number, reason) or "
-            '{"score": ..., "reason": ...}. It runs in an isolated sandbox with no network.',
+            '{"score": ..., "reason": ...}. It runs in an isolated sandbox with no network. To execute the '
+            'completion, call run_program(code, stdin="") -> {stdout, stderr, exit_code, timed_out}.',
         ),
         SpecField(
             "timeout_s", (int, float), default=5, help="Time limit per sandbox run (up to 16 samples)."
@@ -66,18 +72,10 @@ class CustomPython(Scorer):
         requests, nonces = [], []
         for chunk in chunks:
             nonce = secrets.token_hex(16)
-            samples = [{"row": rows[i], "completion": completions[i]} for i in chunk]
-            # default=str: a row value JSON cannot hold (a date from a loader) reaches score() as its text.
-            payload = json.dumps({"code": self.spec["code"], "samples": samples}, default=str)
-            requests.append(
-                RunRequest(
-                    language="python",
-                    code=HARNESS_SOURCE,
-                    stdin=nonce + "\n",
-                    files={"payload.json": payload},
-                    limits=Limits(wall_s=float(self.spec["timeout_s"]), cpu_s=float(self.spec["timeout_s"])),
-                )
-            )
+            # str(): a row value JSON cannot hold (a date from a loader) reaches score() as its text.
+            samples = [{"row": _plain(rows[i]), "completion": completions[i]} for i in chunk]
+            payload = {"nonce": nonce, "mode": "custom", "code": self.spec["code"], "samples": samples}
+            requests.append(code_judge.request(payload, time_s=float(self.spec["timeout_s"])))
             nonces.append(nonce)
         if self._sandbox is None:
             self._sandbox = SandboxClient()
@@ -96,19 +94,21 @@ class CustomPython(Scorer):
 
 
 def _report(stdout: str, nonce: str, count: int) -> list[dict] | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(REPORT_PREFIX):
-            try:
-                report = json.loads(line[len(REPORT_PREFIX) :])
-            except ValueError:
-                continue
-            if (
-                isinstance(report, dict)
-                and report.get("nonce") == nonce
-                and len(report.get("results", [])) == count
-            ):
-                return report["results"]
-    return None
+    report = code_judge.find_report(stdout, nonce)
+    if report is None or not isinstance(report.get("results"), list) or len(report["results"]) != count:
+        return None
+    return report["results"]
+
+
+def _plain(value: object) -> object:
+    """`value` with whatever JSON cannot hold turned into its text (json.dumps(default=str), without the trip)."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
 
 
 def _result(entry: dict | None, run: RunResult) -> ScoreResult:
@@ -120,10 +120,13 @@ def _result(entry: dict | None, run: RunResult) -> ScoreResult:
             Status.OUTPUT_LIMIT: "output limit",
             Status.SANDBOX_ERROR: "sandbox error",
         }.get(run.status, f"no report (exit code {run.exit_code})")
-        return ScoreResult(0.0, {}, f"custom verifier: {why} {tail}".strip())
+        return ScoreResult(0.0, {TAMPERING: 0.0}, f"custom verifier: {why} {tail}".strip())
+    if entry.get("tampering"):
+        return tampering_result([str(what) for what in entry["tampering"]], {"custom": 0.0})
     if entry.get("score") is None:
-        return ScoreResult(0.0, {}, str(entry.get("reason", "")))
+        return ScoreResult(0.0, {TAMPERING: 0.0}, str(entry.get("reason", "")))
     score = float(entry["score"])
     clipped = min(1.0, max(0.0, score))
     note = "" if clipped == score else f" (returned {score:g}, kept within 0..1)"
-    return ScoreResult(clipped, {"custom": clipped}, (str(entry.get("reason") or "") + note).strip())
+    parts = {"custom": clipped, TAMPERING: 0.0}
+    return ScoreResult(clipped, parts, (str(entry.get("reason") or "") + note).strip())

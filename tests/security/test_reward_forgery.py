@@ -70,3 +70,61 @@ def test_the_honest_solution_passes_every_form(backend):
     rows = [{"tests": HONEST_ASSERTS}, {"tests": HONEST_CALLS}]
     results = scorer.score_batch(rows, [HONEST, HONEST])
     assert [(r.score, r.parts["tampering"]) for r in results] == [(1.0, 0.0), (1.0, 0.0)]
+
+
+# --- custom_python: a user's score() that executes the completion ---------------------------------------
+
+# The recommended form: the completion runs in a process of its own and only a plain value comes back.
+STRICT = """
+def score(row, completion):
+    try:
+        ok = run_function(completion, "add", 1, 2) == 4 and run_function(completion, "add", 2, 2) == 5
+    except RuntimeError as exc:
+        return 0.0, str(exc)
+    return 1.0 if ok else 0.0
+"""
+# The weaker form: the completion runs inside score()'s own process; the guard still stands in its way.
+INLINE = """
+def score(row, completion):
+    namespace = {}
+    exec(completion, namespace)
+    return 1.0 if namespace["add"](1, 2) == 4 and namespace["add"](2, 2) == 5 else 0.0
+"""
+# What an inline score() cannot tell apart from a right answer, as it compares with the program's own ==.
+INLINE_BLIND_SPOTS = {"always_equal_object", "int_subclass_equal_to_everything"}
+
+
+def _custom(backend, code):
+    return build_scorer({"type": "custom_python", "code": code}, sandbox=BackendClient(backend))
+
+
+def test_custom_verifiers_that_run_the_completion_cannot_be_forged(backend):
+    names = list(FORGERS)
+    inline = [name for name in names if name not in INLINE_BLIND_SPOTS]
+    strict = _custom(backend, STRICT).score_batch([{}] * len(names), [FORGERS[name] for name in names])
+    weak = _custom(backend, INLINE).score_batch([{}] * len(inline), [FORGERS[name] for name in inline])
+    forged = {
+        f"{form} {name}": result.reason
+        for form, found in (
+            ("strict", zip(names, strict, strict=True)),
+            ("inline", zip(inline, weak, strict=True)),
+        )
+        for name, result in found
+        if result.score != 0.0
+    }
+    assert forged == {}
+
+
+def test_a_custom_verifier_names_the_tampering_it_saw(backend):
+    result = _custom(backend, INLINE).score({}, FORGERS["read_own_memory_for_the_nonce"])
+    assert (result.score, result.parts["tampering"]) == (0.0, 1.0)
+    assert result.reason.startswith("tampering: reading process memory")
+
+
+def test_a_custom_verifier_still_scores_the_honest_completion(backend):
+    fair = STRICT.replace("== 4", "== 3").replace("== 5", "== 4")
+    results = [
+        _custom(backend, fair).score({}, HONEST),
+        _custom(backend, INLINE.replace("== 4", "== 3").replace("== 5", "== 4")).score({}, HONEST),
+    ]
+    assert [(r.score, r.parts["tampering"]) for r in results] == [(1.0, 0.0), (1.0, 0.0)]

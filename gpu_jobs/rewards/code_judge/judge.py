@@ -552,7 +552,8 @@ def _custom_one(code, sample, channel, deadline):
     try:
         value = session.call("score", (sample["row"], sample["completion"]))
     except ProgramGone as gone:
-        return {"score": None, "reason": f"score() {gone}"}
+        timeout = "timeout: " if gone.what == "ran past its time limit" else ""
+        return {"score": None, "reason": f"{timeout}score() {gone}"}
     except BaseException as exc:  # noqa: BLE001
         session.finish()
         return {"score": None, "reason": "score() raised " + runner.describe(exc)}

@@ -74,6 +74,7 @@ def serve(job, job_r, out_w, protected_files):
     namespace = {"__name__": "solution", "__builtins__": builtins}
     if job.get("helpers"):
         namespace["run_program"] = run_program
+        namespace["run_function"] = run_function
     error = None
     try:
         exec(compile_program(job["program"]), namespace)
@@ -130,7 +131,7 @@ def _names(namespace):
     """What the program defined, as the judge may use it: functions by name, plain values by value."""
     listed = {}
     for name, value in list(namespace.items()):
-        if name.startswith("__") or name == "run_program":
+        if name.startswith("__") or name in ("run_program", "run_function"):
             continue
         if isinstance(value, types.ModuleType):
             module = getattr(value, "__name__", None)
@@ -224,6 +225,33 @@ def run_program(code, stdin="", timeout_s=5.0):
         "exit_code": os.waitstatus_to_exitcode(status),
         "timed_out": result["timed_out"],
     }
+
+
+def run_function(code, name, *args, timeout_s=5.0, **kwargs):
+    """For a custom verifier's score(): define `code` in a separate process, call its function `name` with
+    plain arguments and return the plain value it returned (a copy: an object that claims to equal anything
+    cannot come back). RuntimeError when it raised, exited, ran past `timeout_s` or returned something else."""
+    if type(code) is not str or type(name) is not str:
+        raise TypeError("run_function(code, name, *args) takes the code and the function's name as strings")
+    call = codec.dumps(codec.encode([name, list(args), kwargs]))
+    driver = (
+        "import codec as _codec, sys as _sys\n"
+        f"_name, _args, _kwargs = _codec.decode(_codec.json.loads({call!r}))\n"
+        "exec(compile(_sys.stdin.read(), '<program>', 'exec'), _ns := {'__name__': 'solution'})\n"
+        "_value = _ns[_name](*_args, **_kwargs)\n"
+        "print('\\n' + _codec.dumps(_codec.encode(_value)))\n"
+    )
+    done = run_program(driver, code, timeout_s)
+    if done["timed_out"]:
+        raise RuntimeError(f"{name}() ran past {timeout_s:g} s")
+    if done["exit_code"] != 0:
+        tail = done["stderr"].strip().splitlines()[-1:] or ["no error printed"]
+        raise RuntimeError(f"{name}() failed: {tail[0][:200]}")
+    lines = done["stdout"].rstrip("\n").splitlines()
+    try:
+        return codec.decode(codec.json.loads(lines[-1]))
+    except (IndexError, ValueError, TypeError, RecursionError):
+        raise RuntimeError(f"{name}() did not return a plain value") from None
 
 
 def spawn_main(program, stdin, protected_files, *, tamper=False):
