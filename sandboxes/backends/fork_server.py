@@ -241,11 +241,14 @@ def remove_sysv_ipc() -> bool:
     """Remove every System V object a run made; True once none is left. The program ran as this server's
     uid, which created them, and only that uid is mapped in the sandbox, so it may remove each one."""
     try:
-        for ident in sysv_ids("shm"):
+        found = {kind: sysv_ids(kind) for kind in ("shm", "sem", "msg")}
+        if not any(found.values()):
+            return True  # the usual case: one read of each list per run
+        for ident in found["shm"]:
             LIBC.shmctl(ident, IPC_RMID, None)  # nobody is attached any more: the segment goes at once
-        for ident in sysv_ids("sem"):
+        for ident in found["sem"]:
             LIBC.semctl(ident, 0, IPC_RMID)
-        for ident in sysv_ids("msg"):
+        for ident in found["msg"]:
             LIBC.msgctl(ident, IPC_RMID, None)
         return not (sysv_ids("shm") or sysv_ids("sem") or sysv_ids("msg"))
     except (OSError, ValueError, IndexError):
