@@ -143,9 +143,9 @@ class AlarmWatch:
         what = f" ({'; '.join(kinds)}{'; …' if len(tried) > 3 else ''})" if kinds else ""
         rollouts = "rollout" if count == 1 and not of else "rollouts"
         return (
-            f"{count}{of} {rollouts} at step {step} tried to tamper with the verifier{what}: each scored 0, but "
-            "a policy that probes its grader is learning the grader, not the task; read them (the job page "
-            "links them) before trusting this run's reward"
+            f"{count}{of} {rollouts} at step {step} tried to tamper with the verifier{what}: a policy that probes "
+            "its grader is learning the grader, not the task; read them (the job page links them) before "
+            "trusting this run's reward"
         )
 
 
