@@ -161,7 +161,8 @@ class BwrapBackend(SandboxBackend):
         result = self.run(RunRequest(language="python", code="print('ok')"))
         ok = result.status == Status.OK and result.stdout.strip() == "ok"
         detail = (
-            f"bwrap at {self.bwrap_path}; python {self.python_path}; processes capped by {self.process_limit}"
+            f"bwrap at {self.bwrap_path}; python {self.python_path}; processes capped by {self.process_limit}; "
+            "seccomp filter and no nested user namespaces"
         )
         if self.pool is not None:
             stats = self.pool.stats
@@ -179,7 +180,9 @@ class BwrapBackend(SandboxBackend):
         if self._cgroup_parent is not None:
             return self._cgroup_parent.description
         note = " (not enforced: this process runs as root)" if os.getuid() == 0 else ""
-        return f"RLIMIT_NPROC per host user, no writable pids cgroup{note}"
+        return (
+            f"RLIMIT_NPROC per host user, no writable pids cgroup{note}; memory by RLIMIT_AS per process only"
+        )
 
     def _request_problem(self, request: RunRequest) -> str:
         if not os.path.exists(self.bwrap_path):

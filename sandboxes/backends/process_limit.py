@@ -151,8 +151,12 @@ class CgroupParent:
 
     @property
     def description(self) -> str:
-        memory = f"memory under {self.memory_path}" if self.memory_path else "no memory controller writable"
-        return f"a cgroup per sandbox: pids under {self.path}, {memory}"
+        """What caps processes and memory, as the health view shows it (after "processes capped by")."""
+        if self.memory_path is None:
+            memory = "RLIMIT_AS per process only (no writable memory cgroup)"
+        else:
+            memory = f"a cgroup per sandbox under {self.memory_path}"
+        return f"a cgroup per sandbox under {self.path}; memory of all of a run's processes by {memory}"
 
 
 def join_cgroup(cgroup: RunCgroup, argv: list[str]) -> list[str]:

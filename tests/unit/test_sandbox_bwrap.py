@@ -139,6 +139,7 @@ def test_health_says_how_processes_are_capped(backend):
     assert health["ok"] is True
     assert health["backend"] == "bwrap"
     assert "processes capped by" in health["detail"]
+    assert "memory of all of a run's processes by a cgroup per sandbox" in health["detail"]
 
 
 def test_unknown_backend_names_the_known_ones():
