@@ -47,8 +47,9 @@ class ModelJudge(Scorer):
     uses_outbound = True
     example = {
         "type": "model_judge",
-        "endpoint": "http://127.0.0.1:8001/v1",
+        "endpoint": "https://judge.example.com/v1",
         "model": "judge",
+        "api_key_secret": "JUDGE_KEY",
         "rubric": DEFAULT_RUBRIC,
         "min_score": 0,
         "max_score": 10,

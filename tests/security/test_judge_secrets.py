@@ -433,12 +433,12 @@ def test_a_deployment_judge_goes_through_v1_with_a_key_bound_to_it_and_is_metere
 
 
 def test_the_form_builder_offers_the_teams_secret_names_and_never_an_environment_variable(world):
-    assert store_secret(world).status_code == 201
+    assert store_secret(world, name="CORE_JUDGE_KEY").status_code == 201
     page = Client()
     page.force_login(world["owner"])
     html = page.get("/verifiers/new/?type=model_judge").content.decode()
     assert 'name="model_judge.api_key_secret"' in html and "api_key_env" not in html
-    assert '<option value="JUDGE_KEY">' in html and SECRET_VALUE not in html
+    assert '<option value="CORE_JUDGE_KEY">' in html and SECRET_VALUE not in html
     outsider = Client()
     outsider.force_login(world["outsider"])
-    assert "JUDGE_KEY" not in outsider.get("/verifiers/new/?type=model_judge").content.decode()
+    assert "CORE_JUDGE_KEY" not in outsider.get("/verifiers/new/?type=model_judge").content.decode()
