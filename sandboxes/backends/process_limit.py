@@ -22,6 +22,11 @@ from pathlib import Path
 CGROUP_FS = Path("/sys/fs/cgroup")
 PARENT_NAME = "anneal-sandbox"
 STALE_AFTER_S = 60.0  # an empty child younger than this may be one another process is about to join
+# Cgroups this process made and has not removed yet, by id(): removed (their processes killed) at exit, so
+# a pool that was never closed leaves nothing behind in /sys/fs/cgroup. A killed process leaves them to the
+# next find()'s sweep instead.
+_LIVE: dict[int, RunCgroup] = {}
+_PARENTS: set[Path] = set()
 
 
 @dataclass
@@ -104,6 +109,7 @@ class RunCgroup:
 
     def remove(self) -> None:
         """Remove the cgroup; killed processes leave it asynchronously, so retry briefly."""
+        _LIVE.pop(id(self), None)
         for path in {self.pids_dir, self.memory_dir} - {None}:
             for _ in range(50):
                 try:
@@ -147,6 +153,7 @@ class CgroupParent:
         except OSError:
             run.remove()
             raise
+        _LIVE[id(run)] = run
         return run
 
     @property
@@ -185,7 +192,9 @@ def _usable_parent(candidates: list[Path], controller: str) -> Path | None:
                 (probe / limit_file).write_text({"pids": "8", "memory": str(64 << 20)}[controller])
             finally:
                 probe.rmdir()
-            atexit.register(_remove_if_empty, parent)
+            if not _PARENTS:
+                atexit.register(_remove_at_exit)
+            _PARENTS.add(parent)
             return parent
         except OSError:
             continue
@@ -203,11 +212,15 @@ def _remove_stale(parent: Path) -> None:
             pass
 
 
-def _remove_if_empty(parent: Path) -> None:
-    try:
-        parent.rmdir()  # fails while another process still has sandboxes there: then it stays
-    except OSError:
-        pass
+def _remove_at_exit() -> None:
+    for run in list(_LIVE.values()):
+        run.kill_all()  # a warm sandbox whose pool was never closed: its processes end with us anyway
+        run.remove()
+    for parent in _PARENTS:
+        try:
+            parent.rmdir()  # fails while another process still has sandboxes there: then it stays
+        except OSError:
+            pass
 
 
 def _own_cgroup_dirs(controller: str) -> list[Path]:
