@@ -93,6 +93,10 @@ class BwrapBackend(SandboxBackend):
         """
         self.bwrap_path = bwrap_path or shutil.which("bwrap") or "/usr/bin/bwrap"
         self.prlimit_path = shutil.which("prlimit") or "/usr/bin/prlimit"
+        # bubblewrap 0.8.0 and later; older ones rely on the seccomp filter alone to refuse user namespaces.
+        self._disable_userns = (
+            ["--disable-userns"] if _bwrap_supports(self.bwrap_path, "--disable-userns") else []
+        )
         self.python_path = python_path
         self.workers = max(workers, pool_size)
         self._cgroup_parent = CgroupParent.find()
@@ -162,7 +166,7 @@ class BwrapBackend(SandboxBackend):
         ok = result.status == Status.OK and result.stdout.strip() == "ok"
         detail = (
             f"bwrap at {self.bwrap_path}; python {self.python_path}; processes capped by {self.process_limit}; "
-            "seccomp filter and no nested user namespaces"
+            f"seccomp filter{' and --disable-userns' if self._disable_userns else ''}"
         )
         if self.pool is not None:
             stats = self.pool.stats
@@ -217,7 +221,7 @@ class BwrapBackend(SandboxBackend):
             self.bwrap_path,
             "--unshare-all",  # the IPC namespace included: System V objects die with the sandbox
             "--unshare-user",
-            "--disable-userns",  # no nested user namespace, even were the filter to miss a way to make one
+            *self._disable_userns,  # no nested user namespace, even were the filter to miss a way to make one
             "--seccomp",
             str(seccomp_fd),
             "--uid",
@@ -307,6 +311,14 @@ class _FdBag:
 
     def read(self, fd: int) -> str:
         return os.pread(fd, 1 << 16, 0).decode(errors="replace")
+
+
+def _bwrap_supports(bwrap_path: str, option: str) -> bool:
+    try:
+        usage = subprocess.run([bwrap_path, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False  # no bwrap: every run says so (see _request_problem)
+    return option in usage.stdout + usage.stderr
 
 
 def _usr_neighbours() -> list[str]:
