@@ -1,7 +1,8 @@
 """Checks per second through the python_tests verifier: each sandbox backend cold and warm, against a baseline.
 
 A check is one code task (bench/tasks/code_tasks.py: a function, its planted solution, its asserts) run by the
-real verifier harness in one sandbox run. Printed side by side, in the same run:
+real verifier (code_judge: a judge, a zygote and a runner process) in one sandbox run; warm pools also run the
+same tasks as `call` tests and as stdin/stdout (`io`) tests. Printed side by side, in the same run:
   baseline    a fresh, unsandboxed `python3 main.py` subprocess per check (2 at a time)
   bwrap cold  a fresh bubblewrap sandbox per check (2 at a time)
   bwrap warm  a warm pool of 2 sandboxes, each a fork server: a check costs a fork
@@ -28,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
-from bench.tasks.code_tasks import rows  # noqa: E402
+from bench.tasks.code_tasks import FORMS, rows  # noqa: E402
 from gpu_jobs.rewards import build_scorer  # noqa: E402
 from sandboxes.backends.bwrap import PYTHON_FLAGS, BwrapBackend  # noqa: E402
 from sandboxes.backends.docker import DockerBackend  # noqa: E402
@@ -69,7 +70,9 @@ class UnsandboxedSubprocess:
 
 def checks_per_second(backend, task_rows: list[tuple[dict, str]], *, rounds: int) -> tuple[float, int]:
     """Score every task `rounds` times in batches of one round; returns (checks/s, checks that failed)."""
-    scorer = build_scorer({"type": "python_tests", "tests_field": "tests"}, sandbox=backend)
+    scorer = build_scorer(
+        {"type": "python_tests", "tests_field": "tests", "io_compare": "exact"}, sandbox=backend
+    )
     dataset = [row for row, _ in task_rows]
     completions = [completion for _, completion in task_rows]
     failed = 0
@@ -126,7 +129,12 @@ def main() -> None:
             print(f"{label}: {WORKERS} sandboxes started in {(time.perf_counter() - started) * 1000:.0f} ms")
             checks_per_second(backend, subset[:10], rounds=1)  # first-touch costs out of the way
         rate, failed = checks_per_second(backend, subset, rounds=rounds)
-        figures.append((label, rate, rounds * len(subset), failed))
+        figures.append((f"{label}, assert", rate, rounds * len(subset), failed))
+        if pool is not None:
+            # The same tasks as call tests and as stdin/stdout tests (bench/tasks/code_tasks.py), warm only.
+            for form in FORMS[1:]:
+                rate, failed = checks_per_second(backend, rows(form), rounds=rounds)
+                figures.append((f"{label}, {form}", rate, rounds * len(subset), failed))
         if pool is not None:
             p50, p90 = trivial_latency_ms(backend, runs=300)
             stats = pool.stats
@@ -137,9 +145,9 @@ def main() -> None:
             )
             pool.close()
 
-    print(f"\n{'backend':<36}{'checks/s':>10}{'checks':>8}{'not 1.0':>9}")
+    print(f"\n{'backend, test form':<44}{'checks/s':>10}{'checks':>8}{'not 1.0':>9}")
     for label, rate, count, failed in figures:
-        print(f"{label:<36}{rate:>10.1f}{count:>8}{failed:>9}")
+        print(f"{label:<44}{rate:>10.1f}{count:>8}{failed:>9}")
     base = figures[0][1]
     print("\n" + "; ".join(f"{label} / baseline: {rate / base:.2f}x" for label, rate, *_ in figures[1:]))
     for line in latencies:

@@ -5,6 +5,9 @@ Each task is (name, solution, tests). `rows()` gives them in the shape the pytho
 (bench/sandbox_throughput.py checks that before it times anything).
 """
 
+import ast
+import json
+
 TASKS: list[tuple[str, str, list[str]]] = [
     ("add", "def add(a, b):\n    return a + b", ["assert add(2, 3) == 5", "assert add(-1, 1) == 0"]),
     ("sub", "def sub(a, b):\n    return a - b", ["assert sub(5, 3) == 2", "assert sub(0, 4) == -4"]),
@@ -640,9 +643,49 @@ TASKS: list[tuple[str, str, list[str]]] = [
 ]
 
 
-def rows() -> list[tuple[dict, str]]:
-    """(row, completion) per task: the row the python_tests verifier reads, the planted solution."""
-    return [
-        ({"prompt": f"Write `{name}`.", "tests": tests}, f"```python\n{solution}\n```")
-        for name, solution, tests in TASKS
-    ]
+FORMS = ("assert", "call", "io")
+
+
+def rows(form: str = "assert") -> list[tuple[dict, str]]:
+    """(row, completion) per task: the row the python_tests verifier reads, the planted solution.
+
+    form "assert": the tasks' assert scripts; "call": each `assert f(args) == value` as a call test (a task
+    whose asserts are not all of that shape keeps them); "io": the solution wrapped in a script that reads the
+    arguments as JSON from stdin and prints the result as JSON, with the expected value as expected stdout.
+    """
+    out = []
+    for name, solution, tests in TASKS:
+        calls = [_as_call(test) for test in tests]
+        if form == "assert" or None in calls:
+            out.append(({"prompt": f"Write `{name}`.", "tests": tests}, f"```python\n{solution}\n```"))
+        elif form == "call":
+            out.append(({"prompt": f"Write `{name}`.", "tests": calls}, f"```python\n{solution}\n```"))
+        else:
+            script = f"{solution}\nimport json, sys\nfn, args = json.loads(sys.stdin.read())\n"
+            script += "print(json.dumps(globals()[fn](*args)))\n"
+            io = [
+                {
+                    "stdin": json.dumps([call["call"], call["args"]]),
+                    "stdout": json.dumps(call["expected"]) + "\n",
+                }
+                for call in calls
+            ]
+            out.append(({"prompt": f"Write `{name}`.", "tests": io}, f"```python\n{script}```"))
+    return out
+
+
+def _as_call(test: str) -> dict | None:
+    """`assert f(1, 2) == 3` as {"call": "f", "args": [1, 2], "expected": 3}; None for any other shape."""
+    try:
+        node = ast.parse(test).body[0]
+        compare = node.test
+        call, (expected,) = compare.left, compare.comparators
+        if not (isinstance(compare.ops[0], ast.Eq) and isinstance(call, ast.Call) and not call.keywords):
+            return None
+        return {
+            "call": call.func.id,
+            "args": [ast.literal_eval(arg) for arg in call.args],
+            "expected": ast.literal_eval(expected),
+        }
+    except (AttributeError, IndexError, ValueError, TypeError, SyntaxError):
+        return None

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from gpu_jobs.agent.spec import EnvironmentSpec
-from gpu_jobs.agent.test_runner import REPORT_PREFIX
 from gpu_jobs.agent.tools import ToolCall
+from gpu_jobs.rewards import code_judge
 from sandboxes.session import SandboxSession, SessionPool
 from sandboxes.types import Limits, RunResult, Status
 
@@ -33,6 +33,28 @@ WRITE_FILE = (
     "with open(args['path'], 'w', encoding='utf-8') as f:\n    f.write(args['content'])\n"
     "print(f\"wrote {len(args['content'])} characters to {args['path']}\")\n"
 )
+
+
+# Run before the verdict with the original files of the test folders written back: removes every other Python
+# file (and byte-code cache) under those folders, so nothing the model added there is imported by the tests.
+CLEAN_TEST_FOLDERS = (
+    "import json, os, shutil, sys\nargs = json.load(sys.stdin)\nkeep = set(args['keep'])\n"
+    "for folder in args['folders']:\n"
+    "    for root, dirs, names in os.walk(folder or '.'):\n"
+    "        for name in names:\n"
+    "            path = os.path.normpath(os.path.join(root, name))\n"
+    "            if (name.endswith(('.py', '.pyc', '.pth')) and path not in keep) or os.path.islink(path):\n"
+    "                os.unlink(path)\n"
+    "        if '__pycache__' in dirs:\n"
+    "            shutil.rmtree(os.path.join(root, '__pycache__'))\n"
+)
+
+
+def _inside(name: str, folders: list[str]) -> bool:
+    parent = str(PurePosixPath(name).parent)
+    return any(
+        parent == folder or parent.startswith(folder + "/") for folder in folders if folder != "."
+    ) or ("." in folders and parent == ".")
 
 
 class RowError(ValueError):
@@ -54,6 +76,7 @@ class Verdict:
     reason: str
     seconds: float = 0.0
     passed_ids: list[str] = field(default_factory=list)
+    tampering: bool = False  # the repository's code reached for the grader: scored 0, and a job alarm
 
     @property
     def share(self) -> float:
@@ -149,26 +172,48 @@ class RepoEnvironment:
         return Observation(render_run(result), str(result.status), time.monotonic() - started)
 
     def verify(self) -> Verdict:
-        """The share of the task's tests passing on the final state (original test files restored)."""
+        """The share of the task's tests passing on the final state, judged by code_judge (the repository's
+        code never runs in the process that decides). Before the run, every original file of the test
+        folders is written back and any other Python file there removed, so that neither an edited test nor
+        a planted tests/__init__.py or helper counts."""
         started = time.monotonic()
         if not self.session.alive:
             return Verdict(0, self.total_tests, "", "the sandbox was lost", 0.0)
-        restore = self.session.write_files({name: self.files[name] for name in self.test_files})
+        folders = sorted({str(PurePosixPath(name).parent) for name in self.test_files})
+        originals = {name: text for name, text in self.files.items() if _inside(name, folders)}
+        restore = self.session.run(
+            "python", CLEAN_TEST_FOLDERS, stdin=json.dumps({"folders": folders, "keep": sorted(originals)}),
+            files=originals,
+        )  # fmt: skip
         if restore.status != Status.OK:
             reason = f"could not restore the test files: {restore.stderr.strip()[-200:]}"
             return Verdict(0, self.total_tests, "", reason, time.monotonic() - started)
         nonce = secrets.token_hex(16)
+        time_s = self.limits.wall_s
         run = self.session.run(
-            "python", RUNNER_SOURCE, stdin=json.dumps({"files": self.test_files, "nonce": nonce})
+            "python",
+            code_judge.JUDGE_SOURCE,
+            stdin=code_judge.stdin(
+                {"nonce": nonce, "mode": "unittest", "files": self.test_files}, time_s=time_s
+            ),
+            limits=Limits(
+                wall_s=time_s + code_judge.SANDBOX_EXTRA_S,
+                cpu_s=time_s + code_judge.SANDBOX_EXTRA_S,
+                output_bytes=TOOL_OUTPUT_BYTES,
+            ),
         )
-        report = _find_report(run.stdout, nonce)
+        report = code_judge.find_report(run.stdout, nonce)
         output = render_run(run, hide_report=True)
         if report is None:
             why = f"the tests did not report ({run.status}): {run.stderr.strip()[-200:]}"
             return Verdict(0, self.total_tests, output, why, time.monotonic() - started)
+        if report.get("tampering"):
+            what = "; ".join(str(item) for item in report["tampering"])
+            return Verdict(0, self.total_tests, output, f"tampering: {what}"[:300], time.monotonic() - started,
+                           tampering=True)  # fmt: skip
         passed_ids = sorted({str(test_id) for test_id in report.get("passed", [])} & self.expected_ids)
         passed = len(passed_ids)
-        reason = f"{passed}/{self.total_tests} tests pass"
+        reason = report.get("error") or f"{passed}/{self.total_tests} tests pass"
         return Verdict(passed, self.total_tests, output, reason, time.monotonic() - started, passed_ids)
 
     def close(self) -> None:
@@ -179,7 +224,9 @@ def render_run(result: RunResult, *, hide_report: bool = False) -> str:
     """A run as the model reads it: stdout, stderr, and the exit status when it is not a plain success."""
     stdout = result.stdout
     if hide_report:
-        stdout = "\n".join(line for line in stdout.splitlines() if not line.startswith(REPORT_PREFIX))
+        stdout = "\n".join(
+            line for line in stdout.splitlines() if not line.startswith(code_judge.REPORT_PREFIX)
+        )
     parts = [stdout.rstrip("\n")] if stdout.strip() else []
     if result.stderr.strip():
         parts.append(result.stderr.rstrip("\n"))
@@ -188,15 +235,3 @@ def render_run(result: RunResult, *, hide_report: bool = False) -> str:
     elif not parts:
         parts.append("[no output, exit code 0]")
     return "\n".join(parts)
-
-
-def _find_report(stdout: str, nonce: str) -> dict | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(REPORT_PREFIX):
-            try:
-                report = json.loads(line[len(REPORT_PREFIX) :])
-            except ValueError:
-                continue
-            if isinstance(report, dict) and report.get("nonce") == nonce:
-                return report
-    return None

@@ -278,12 +278,14 @@ class Episode:
             "turns": float(turns),
             "finished": 1.0 if self.end_reason == "finished" else 0.0,
             "solved": 1.0 if verdict.total and verdict.passed == verdict.total else 0.0,
+            "tampering": 1.0 if verdict.tampering else 0.0,
         }
         return EpisodeResult(
             steps=self.steps,
             end_reason=self.end_reason,
             verdict=verdict,
-            reward=episode_reward(self.spec, parts),
+            # An episode whose code reached for the grader earns nothing, format and finishing included.
+            reward=0.0 if verdict.tampering else episode_reward(self.spec, parts),
             parts=parts,
             summaries=self.summaries,
             tokens=self.tokens,

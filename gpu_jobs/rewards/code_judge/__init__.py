@@ -1,7 +1,7 @@
 """Code checks whose verdict the checked program cannot forge: the sources sent into the sandbox.
 
-Not imported inside the sandbox: `request(payload, time_s)` builds the run whose main program is judge.py,
-with runner.py, codec.py and guard.py beside it. See judge.py for the three-process design.
+Not imported inside the sandbox: `request(payload, time_s)` builds the run whose main program is judge.py;
+runner.py, codec.py and guard.py travel on its stdin. See judge.py for the three-process design.
 """
 
 from __future__ import annotations
@@ -24,13 +24,16 @@ SANDBOX_EXTRA_S = 1.0
 def request(payload: dict, *, time_s: float) -> RunRequest:
     """A sandbox run of the judge on `payload` (which must hold "nonce" and "mode"), `time_s` for its work."""
     limit = time_s + SANDBOX_EXTRA_S
-    return RunRequest(
-        language="python",
-        code=JUDGE_SOURCE,
-        stdin=json.dumps({**payload, "time_s": time_s}),
-        files=dict(SIDE_FILES),
-        limits=Limits(wall_s=limit, cpu_s=limit),
-    )
+    return RunRequest(language="python", code=JUDGE_SOURCE, stdin=stdin(payload, time_s=time_s),
+                      limits=Limits(wall_s=limit, cpu_s=limit))  # fmt: skip
+
+
+def stdin(payload: dict, *, time_s: float) -> str:
+    """What the judge reads: the side modules' sources (length-prefixed, read before it forks), then the
+    payload. Sent on stdin rather than as files so that nothing is imported from the working directory,
+    which in a session holds the model's repository."""
+    sources = json.dumps(SIDE_FILES)
+    return f"{len(sources.encode())}\n{sources}{json.dumps({**payload, 'time_s': time_s})}"
 
 
 def find_report(stdout: str, nonce: str) -> dict | None:

@@ -6,9 +6,9 @@ zero. `install(report)` adds a Python audit hook, which nothing can remove once 
 signal handlers (a handler receives the interrupted frame, a way to other frames that no audit event sees).
 Refused, and reported through `report(what)`:
 
-- frame walking: sys._getframe, frame/traceback/generator frame attributes, unless the direct caller is
-  standard-library code that uses frames for its own ends (warnings, logging, collections, typing, enum);
-  inspect and traceback hand frames back to their caller, so they count as the program's own reach;
+- frame walking: sys._getframe, frame/traceback/generator frame attributes, unless the caller is
+  standard-library code that uses frames for its own ends (warnings, logging, collections, typing, enum,
+  unittest) or the judge's own; inspect and traceback act for whoever called them, who then decides;
 - tracing and profiling hooks, sys._current_frames, scans of the garbage collector's objects;
 - ctypes (raw memory), opening another process's or its own memory, descriptors or environment under /proc;
 - compiling code under a standard-library or judge file name (to pass for trusted code);
@@ -43,6 +43,7 @@ FRAME_USERS = tuple(
         "threading.py",
     )
 )
+PASS_THROUGH = {STDLIB + "inspect.py", STDLIB + "traceback.py"}
 FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_code", "gi_code", "cr_code", "ag_code"}
 ALWAYS_REFUSED = {
     "sys.settrace": "installing a trace function (frame walking)",
@@ -97,16 +98,25 @@ def install(report, *, protected_files=(), protected_modules=()):
         report(what)
         raise PermissionError("tampering: " + what)
 
-    def trusted_caller():
-        # 0 is this function, 1 the hook, 2 the Python frame that made the audited call.
+    def caller_file():
+        # 0 is this function, 1 trusted_caller or the hook, 2 the hook or the Python frame that made the
+        # audited call: the caller is looked up from the hook's own frame.
         busy.append(1)
         try:
-            filename = getframe(2).f_code.co_filename
+            frame = getframe(1)
+            while frame is not None and frame.f_code is not hook.__code__:
+                frame = frame.f_back
+            frame = frame.f_back if frame is not None else None
+            # inspect and traceback act for whoever called them: that caller decides.
+            while frame is not None and frame.f_code.co_filename in PASS_THROUGH:
+                frame = frame.f_back
+            return frame.f_code.co_filename if frame is not None else ""
         finally:
             busy.pop()
-        if filename in protected_files:
-            return True
-        return filename.startswith(FRAME_USERS)
+
+    def trusted_caller():
+        filename = caller_file()
+        return filename in protected_files or filename.startswith(FRAME_USERS)
 
     def protected(target):
         module = getattr(target, "__module__", None) if isinstance(target, type) else None
@@ -150,7 +160,9 @@ def install(report, *, protected_files=(), protected_modules=()):
             if isinstance(filename, bytes):
                 filename = filename.decode(errors="replace")
             if isinstance(filename, str) and (filename.startswith(STDLIB) or filename in protected_files):
-                refuse(f"compiling code under a trusted file name ({filename})")
+                # The import system compiles a module under its own path: a protected file's real content.
+                if not caller_file().startswith("<frozen importlib"):
+                    refuse(f"compiling code under a trusted file name ({filename})")
         elif event in ("object.__setattr__", "object.__delattr__"):
             target, name = args[0], args[1]
             if (isinstance(target, type) or callable(target)) and protected(target):

@@ -21,13 +21,18 @@ import select
 import signal
 import sys
 import time
-
-import codec
-import runner
+import types
 
 REPORT_PREFIX = "ANNEAL_REPORT "
 PR_SET_DUMPABLE = 4
-PROTECTED_FILES = (os.path.abspath("main.py"), os.path.abspath("runner.py"), "main.py", "runner.py")
+SIDE_DIR = "/anneal-judge/"  # the file name the side modules are compiled under (no such folder exists)
+SIDE_MODULES = ("codec", "guard", "runner")  # in import order
+PROTECTED_FILES = (
+    os.path.abspath(globals().get("__file__") or "main.py"),
+    globals().get("__file__") or "main.py",
+    *(f"{SIDE_DIR}{name}.py" for name in SIDE_MODULES),
+)
+codec = runner = None  # the side modules, loaded by main() from stdin
 OUTPUT_CAP = 1 << 20  # bytes of an io test's stdout the judge compares
 MARGIN_S = 0.25  # the judge reports this long before the sandbox's wall clock would kill everything
 
@@ -38,7 +43,10 @@ def main():
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         os.write(2, b"judge: could not make itself non-dumpable\n")
         os._exit(70)
+    # Nothing is imported from the working directory (a session's repository is there): the side modules
+    # come from stdin, ahead of the input proper, and are read before the zygote is forked.
     sys.path[:] = [path for path in sys.path if path and not path.startswith(("/tmp", "."))]
+    _load_side_modules(json.loads(_read_exactly(int(_read_line_of_stdin()))))
     job_r, job_w = os.pipe()
     out_r, out_w = os.pipe()
     if os.fork() == 0:
@@ -47,19 +55,54 @@ def main():
         zygote(job_r, out_w)
     os.close(job_r)
     os.close(out_w)
-    payload = json.loads(sys.stdin.read())
+    payload = json.loads(_read_exactly(None))
     report_fd = os.dup(1)
     os.dup2(2, 1)  # prints of a test script go to stderr: only the report reaches stdout
     deadline = time.monotonic() + float(payload["time_s"]) - MARGIN_S
     channel = Channel(job_w, out_r)
     if payload["mode"] == "custom":
         report = run_custom(payload, channel, deadline)
+    elif payload["mode"] == "unittest":
+        report = run_unittest_files(payload, channel, deadline)
     else:
         report = run_tests(payload, channel, deadline)
     report["nonce"] = payload["nonce"]
     report["tampering"] = channel.tampering
     os.write(report_fd, (REPORT_PREFIX + json.dumps(report) + "\n").encode())
     os._exit(0)
+
+
+def _read_line_of_stdin():
+    line = b""
+    while not line.endswith(b"\n") and len(line) < 32:
+        byte = os.read(0, 1)
+        if not byte:
+            break
+        line += byte
+    return line.decode()
+
+
+def _read_exactly(count):
+    """`count` bytes of stdin (all the rest when None), as text."""
+    chunks, left = [], count
+    while left is None or left > 0:
+        chunk = os.read(0, 1 << 20 if left is None else min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        if left is not None:
+            left -= len(chunk)
+    return b"".join(chunks).decode()
+
+
+def _load_side_modules(sources):
+    global codec, runner
+    for name in SIDE_MODULES:
+        module = types.ModuleType(name)
+        module.__file__ = f"{SIDE_DIR}{name}.py"
+        sys.modules[name] = module
+        exec(compile(sources[f"{name}.py"], module.__file__, "exec"), module.__dict__)
+    codec, runner = sys.modules["codec"], sys.modules["runner"]
 
 
 # --- the zygote ------------------------------------------------------------------------------------------
@@ -85,6 +128,15 @@ def zygote(job_r, out_w):
             if pid == 0:
                 os.setpgid(0, 0)
                 runner.serve(job, job_r, out_w, PROTECTED_FILES)
+            _send(out_w, {"started": pid, "t": job["t"]})
+            _, status = os.waitpid(pid, 0)
+            _sweep(keep)
+            _send(out_w, {"exited": _status_text(status), "t": job["t"]})
+        elif job.get("mode") == "unittest":
+            pid = os.fork()
+            if pid == 0:
+                os.setpgid(0, 0)
+                runner.run_unittest(job, out_w, PROTECTED_FILES)
             _send(out_w, {"started": pid, "t": job["t"]})
             _, status = os.waitpid(pid, 0)
             _sweep(keep)
@@ -513,6 +565,28 @@ def _short(value, limit=120):
     text = value if isinstance(value, str) else json.dumps(value)
     text = repr(text) if isinstance(value, str) else text
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --- agent episodes: a repository's unittest modules ------------------------------------------------------
+
+
+def run_unittest_files(payload, channel, deadline):
+    """payload: {"files": [test module paths]}. Report: {"passed": [test ids], "ran", "error"}."""
+    token = secrets.token_hex(16)
+    channel.send({"mode": "unittest", "t": token, "files": payload["files"]})
+    try:
+        reply = channel.receive(token, deadline)
+    except ProgramGone as gone:
+        return {"passed": [], "ran": 0, "error": f"the test run {gone}"}
+    for name in reply.get("changed") or []:
+        channel.flag(f"patching {name}")
+    for test_id in reply.get("replaced") or []:
+        channel.flag(f"replacing the test {test_id}")
+    passed = reply.get("passed")
+    if not isinstance(passed, list) or not all(isinstance(test_id, str) for test_id in passed):
+        channel.flag("forged a message to the judge")
+        passed = []
+    return {"passed": passed, "ran": reply.get("ran"), "error": None}
 
 
 # --- custom_python ---------------------------------------------------------------------------------------

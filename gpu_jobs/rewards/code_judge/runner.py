@@ -115,6 +115,83 @@ def serve(job, job_r, out_w, protected_files):
         send(reply)
 
 
+def run_unittest(job, out_w, protected_files):
+    """Run the repository's unittest modules `job["files"]` from the working directory and reply with the
+    ids of the tests that passed. Never returns.
+
+    The test files were restored by the caller; their code is trusted, the repository's is not. The working
+    directory goes last on sys.path, so a repository module cannot stand in for a standard-library one, and a
+    test passes only if its method is still the test file's own code.
+    """
+    token = job["t"]
+    write = os.write
+    dumps = codec.dumps
+    workdir = os.getcwd()
+    paths = [os.path.join(workdir, name) for name in job["files"]]
+    names = [name[:-3].replace("/", ".") for name in job["files"] if name.endswith(".py")]
+
+    def report(what):
+        try:
+            write(out_w, (dumps({"tampering": str(what)[:200]}) + "\n").encode())
+        except BaseException:  # noqa: BLE001
+            pass
+
+    import unittest
+
+    class Result(unittest.TextTestResult):
+        def addSuccess(self, test):  # noqa: N802 - unittest's name
+            super().addSuccess(test)
+            self.passed_tests.append(test)
+
+    result_methods = dict(vars(Result))  # reachable through TextTestResult.__subclasses__(): checked after
+    _strict_equality(unittest.TestCase, report)
+    guard.install(report, protected_files=(*protected_files, *paths), protected_modules=names)
+    taken = guard.snapshot()
+    sys.path.append(workdir)
+    result = Result(unittest.runner._WritelnDecorator(sys.stderr), True, 1)
+    result.passed_tests = []
+    try:
+        suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromName(name) for name in names)
+        suite.run(result)
+        result.printErrors()
+        print(f"\nRan {result.testsRun} tests: {len(result.passed_tests)} passed", file=sys.stderr)
+    except BaseException as exc:  # noqa: BLE001 - the repository's code broke the run itself
+        print(f"the test run failed: {describe(exc)}", file=sys.stderr)
+    passed, replaced = [], []
+    for test in result.passed_tests:
+        method = getattr(type(test), getattr(test, "_testMethodName", ""), None)
+        code = getattr(getattr(method, "__func__", method), "__code__", None)
+        (passed if code is not None and code.co_filename in paths else replaced).append(test.id())
+    changed = guard.changed_globals(taken)
+    now = dict(vars(Result))
+    if now.keys() != result_methods.keys() or any(now[key] is not result_methods[key] for key in now):
+        changed.append("the judge's test result class")
+    message = {"t": token, "passed": passed, "ran": result.testsRun, "changed": changed}
+    message["replaced"] = replaced
+    data = (dumps(message) + "\n").encode()
+    while data:
+        data = data[write(out_w, data) :]
+    os._exit(0)
+
+
+def _strict_equality(case, report):
+    """Make the equality assertions of `case` (unittest.TestCase) refuse an object that claims to equal
+    anything, which would otherwise pass any assertEqual the tests make."""
+
+    def strict(original):
+        def check(self, first, second, *args, **kwargs):
+            for value in (first, second):
+                if _claims_any_equality(value):
+                    report("compared an object that claims to equal anything")
+                    raise self.failureException("tampering: an object that claims to equal anything")
+            return original(self, first, second, *args, **kwargs)
+
+        return check
+
+    for name in ("assertEqual", "assertNotEqual", "assertIn", "assertNotIn", "assertCountEqual"):
+        setattr(case, name, strict(getattr(case, name)))
+
+
 def _claims_any_equality(value):
     """True when `value == <a brand-new object>` holds: no honest value equals an object it never saw."""
 
