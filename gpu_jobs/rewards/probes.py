@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 from gpu_jobs.rewards.base import ScoreResult, shorten
 from gpu_jobs.rewards.registry import build_scorer
+from gpu_jobs.rewards.tamper_probes import TAMPER_PROBES
 
 FLAG_THRESHOLD = 0.5
 LONG_ANSWER_CHARS = 20000
@@ -30,6 +31,7 @@ class Probe:
     description: str
     make: Callable[[dict, str], str]  # (row, reference) -> completion
     applies: Callable[[dict], bool] = lambda spec: True
+    threshold: float = FLAG_THRESHOLD  # flagged at this score or above; tampering probes at anything above 0
 
 
 @dataclass
@@ -68,6 +70,10 @@ def _demands_format(spec: dict) -> bool:
 
 def _runs_code(spec: dict) -> bool:
     return "python_tests" in _types(spec)
+
+
+def _executes_completions(spec: dict) -> bool:
+    return bool(_types(spec) & {"python_tests", "custom_python"})
 
 
 def _long_answer(row: dict, reference: str) -> str:
@@ -128,6 +134,16 @@ PROBES: tuple[Probe, ...] = (
         ),
         _runs_code,
     ),
+    *(
+        Probe(
+            name,
+            description,
+            lambda row, ref, program=program: f"```python\n{program}```",
+            _executes_completions,
+            threshold=1e-9,
+        )
+        for name, description, program in TAMPER_PROBES
+    ),
 )
 
 
@@ -185,7 +201,7 @@ def run_probes(spec: dict, *, rows: list[dict] | None = None, sandbox=None) -> l
                 probe.description,
                 best.score,
                 shorten(best.reason, 200),
-                best.score >= FLAG_THRESHOLD,
+                best.score >= probe.threshold,
             )
         )
     return out

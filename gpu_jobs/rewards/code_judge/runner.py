@@ -80,7 +80,7 @@ def serve(job, job_r, out_w, protected_files):
         exec(compile_program(job["program"]), namespace)
     except BaseException as exc:  # noqa: BLE001 - SystemExit too: a program that exits must not pass
         error = describe(exc)
-    send({"t": token, "names": _names(namespace), "error": error})
+    send({"t": token, "names": _names(namespace, report), "error": error})
     pending = b""
     while True:
         line, pending = _read_line(job_r, pending)
@@ -204,7 +204,7 @@ def _claims_any_equality(value):
         return False
 
 
-def _names(namespace):
+def _names(namespace, report):
     """What the program defined, as the judge may use it: functions by name, plain values by value."""
     listed = {}
     for name, value in list(namespace.items()):
@@ -222,6 +222,8 @@ def _names(namespace):
                 listed[name] = {"kind": "value", "value": codec.encode(value)}
             except (codec.NotPlain, RecursionError):
                 listed[name] = {"kind": "other"}
+                if _claims_any_equality(value):
+                    report(f"defined {name} as an object that claims to equal anything")
     return listed
 
 
