@@ -177,6 +177,24 @@ def test_a_replica_answers_only_the_platform_and_names_nothing_to_others(world, 
         assert credential.encode() not in content and replica.credential_salt.encode() not in content
 
 
+def test_a_vllm_replica_gets_the_credential_where_vllm_reads_it_and_never_in_argv():
+    from workers.deploy import serving_argv, serving_env
+
+    credential = "c" * 64
+    shape = {
+        "model_dir": "/m",
+        "tier": "standard",
+        "port": 5123,
+        "served_name": "adder",
+        "max_concurrency": 2,
+    }
+    env = serving_env(credential=credential, backend="vllm")
+    assert env["VLLM_API_KEY"] == credential and "ANNEAL_REPLICA_CREDENTIAL" not in env
+    assert serving_env(credential=credential, backend="cpu")["ANNEAL_REPLICA_CREDENTIAL"] == credential
+    for backend in ("cpu", "vllm"):
+        assert credential not in " ".join(serving_argv(**shape, backend=backend))
+
+
 # --- spending caps: owners only -----------------------------------------------------------------------------
 
 
