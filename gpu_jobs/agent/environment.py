@@ -23,7 +23,7 @@ from sandboxes.session import SandboxSession, SessionPool
 from sandboxes.types import Limits, RunResult, Status
 
 _HERE = Path(__file__).parent
-RUNNER_SOURCE = (_HERE / "test_runner.py").read_text(encoding="utf-8")
+RUNNER_SOURCE = (_HERE / "unittest_runner.py").read_text(encoding="utf-8")
 PATCH_SOURCE = (_HERE / "patching.py").read_text(encoding="utf-8")
 TOOL_OUTPUT_BYTES = 65536  # what the sandbox keeps of one call's output; the episode cuts it much shorter
 READ_FILE = "import json, sys\nwith open(json.load(sys.stdin)['path'], encoding='utf-8') as f:\n    print(f.read(), end='')\n"
