@@ -122,7 +122,7 @@ class PythonTests(Scorer):
                 continue
             nonce = secrets.token_hex(16)
             requests.append(self._request(extract_python_code(completion), tests, nonce))
-            pending.append((index, nonce, len(tests)))
+            pending.append((index, nonce, tests))
         if requests:
             try:
                 runs = self._client().run_many(requests)
@@ -130,8 +130,9 @@ class PythonTests(Scorer):
                 runs = [RunResult(Status.SANDBOX_ERROR, None, "", f"sandbox unavailable: {exc}", 0.0)] * len(
                     requests
                 )
-            for (index, nonce, total), run in zip(pending, runs, strict=True):
-                results[index] = self._from_run(run, nonce=nonce, total=total)
+            for (index, nonce, tests), run in zip(pending, runs, strict=True):
+                results[index] = self._from_run(run, nonce=nonce, total=len(tests))
+                results[index].output["tests"] = describe_tests(tests)
         return results
 
     def _client(self) -> SandboxClient:
@@ -192,6 +193,20 @@ class PythonTests(Scorer):
                 f"{passed}/{total} tests passed; test {first + 1}: {shorten(str(report['errors'][first]))}"
             )
         return ScoreResult(score, parts, reason)
+
+
+FORM_NAMES = {"assert": "assert script", "call": "call", "io": "stdin/stdout"}
+
+
+def describe_tests(tests: list[dict]) -> str:
+    """Which test forms a row's tests use, for a person reading a preview: "2 calls", "3 stdin/stdout"."""
+    counts = {kind: sum(1 for test in tests if test["kind"] == kind) for kind in FORM_NAMES}
+    words = []
+    for kind, count in counts.items():
+        if count:
+            name = FORM_NAMES[kind]
+            words.append(f"{count} {name}{'s' if count > 1 and kind != 'io' else ''}")
+    return ", ".join(words)
 
 
 def tampering_result(what: list[str], parts: dict[str, float]) -> ScoreResult:

@@ -67,6 +67,8 @@
         tr.appendChild(cell(result.score.toFixed(3)));
         tr.appendChild(cell(Object.keys(result.parts).map(function (k) { return k + "=" + Number(result.parts[k]).toFixed(2); }).join(", ")));
         tr.appendChild(cell(result.reason));
+        // python_tests: which test form the row used (asserts, calls or stdin/stdout), so a mixed dataset shows.
+        tr.appendChild(cell((result.output && result.output.tests) || ""));
         tbody.appendChild(tr);
       });
       table.hidden = false;

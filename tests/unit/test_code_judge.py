@@ -1,0 +1,128 @@
+"""python_tests' three test forms, judged by code_judge in a real bubblewrap sandbox: what passes, what fails
+and what a person reads about it."""
+
+import shutil
+
+import pytest
+
+from gpu_jobs.rewards import build_scorer, validate_spec
+from gpu_jobs.rewards.base import SpecError
+from gpu_jobs.rewards.code_judge.codec import NotPlain, decode, encode
+from sandboxes.backends.bwrap import BwrapBackend
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+class Warm:
+    backend = None
+
+    def run_many(self, requests):
+        if Warm.backend is None:
+            Warm.backend = BwrapBackend(pool_size=1)
+        return Warm.backend.run_many(requests)
+
+
+def score(tests, program, **spec):
+    scorer = build_scorer({"type": "python_tests", "scoring": "fraction", **spec}, sandbox=Warm())
+    return scorer.score({"tests": tests}, program)
+
+
+ADD = "def add(a, b):\n    return a + b\n"
+ECHO_SUM = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
+
+
+def test_io_tests_compare_stdout_by_lines_exactly_or_by_tokens():
+    tests = [{"stdin": "1 2\n", "stdout": "3"}, {"stdin": "5 5", "stdout": "10\n\n"}]
+    result = score(tests, ECHO_SUM)
+    assert (result.score, result.output["tests"]) == (1.0, "2 stdin/stdout")
+    assert score(tests, ECHO_SUM, io_compare="exact").score == 0.0
+    tokens = [{"stdin": "", "stdout": "0.3333333 done"}]
+    assert score(tokens, "print(1/3, 'done')", io_compare="tokens").score == 1.0
+    wrong = score([{"stdin": "1 2", "stdout": "4"}], ECHO_SUM)
+    assert wrong.reason == "0/1 tests passed; test 1: wrong output: got '3\\n', expected '4'"
+
+
+def test_call_tests_compare_json_values_with_float_tolerance():
+    tests = [
+        {"call": "add", "args": [1, 2], "expected": 3},
+        {"call": "add", "args": [0.1, 0.2], "expected": 0.3},
+        {"call": "add", "args": [[1], [2]], "expected": [1, 2]},
+        {"call": "add", "kwargs": {"a": "x", "b": "y"}, "args": [], "expected": "xy"},
+    ]
+    assert score(tests, ADD).score == 1.0
+    pair = score([{"call": "pair", "args": [], "expected": [1, 2]}], "def pair():\n    return (1, 2)\n")
+    assert pair.score == 1.0  # a tuple is a list after a JSON round trip
+    strict = score([{"call": "add", "args": [0, 1], "expected": True}], ADD)
+    assert strict.reason == "0/1 tests passed; test 1: add(0, 1) returned 1, expected true"
+
+
+def test_assert_scripts_get_plain_values_and_the_programs_exceptions():
+    program = (
+        "def split(xs):\n    return tuple(xs[:1]), set(xs[1:]), {1: 'one'}\n"
+        "def check(x):\n    if x < 0:\n        raise ValueError('negative')\n    return x\n"
+    )
+    tests = [
+        "assert split([1, 2, 2]) == ((1,), {2}, {1: 'one'})",
+        "try:\n    check(-1)\nexcept ValueError as exc:\n    assert 'negative' in str(exc)\nelse:\n    raise AssertionError",
+        "def helper(f):\n    assert f(3) == 3\nhelper(check)",
+    ]
+    result = score(tests, program)
+    assert (result.score, result.reason, result.output["tests"]) == (
+        1.0,
+        "all 3 tests passed",
+        "3 assert scripts",
+    )
+
+
+def test_what_cannot_cross_to_the_tests_is_named():
+    program = "class Box:\n    pass\ndef make():\n    return Box()\n"
+    result = score(["assert make() is not None", "assert Box()"], program)
+    assert result.score == 0.0
+    assert "make() returned a Box object, not a plain value" in result.reason
+
+
+def test_a_slow_test_costs_only_itself_under_fraction_scoring():
+    program = ADD + "def spin():\n    while True:\n        pass\n"
+    result = score(["assert add(1, 1) == 2", "spin()"], program, timeout_s=1)
+    assert result.score == 0.5
+    assert "ran past its time limit" in result.reason
+
+
+def test_apps_style_tests_become_io_or_call_tests():
+    io = score({"inputs": ["1 2\n"], "outputs": ["3\n"]}, ECHO_SUM)
+    call = score({"fn_name": "add", "inputs": [[1, 2], [2, 2]], "outputs": [[3], [4]]}, ADD)
+    assert (io.score, call.score, call.output["tests"]) == (1.0, 1.0, "2 calls")
+
+
+@pytest.mark.parametrize(
+    ("tests", "message"),
+    [
+        ([{"stdin": 1, "stdout": "x"}], "an io test needs stdin and stdout as strings"),
+        (
+            ["assert 1", {"call": "not a name", "args": [], "expected": 1}],
+            "test 2: call must name a function",
+        ),
+        (
+            [{"call": "f", "args": []}],
+            "a call test needs args (a list), optional kwargs (an object) and expected",
+        ),
+        ({"inputs": ["1"], "outputs": []}, "inputs and outputs must be lists of the same length"),
+    ],
+)
+def test_bad_tests_are_refused_naming_the_test(tests, message):
+    with pytest.raises(SpecError) as caught:
+        validate_spec({"type": "python_tests", "tests": tests})
+    assert message in str(caught.value)
+
+
+def test_the_codec_refuses_subclasses_and_objects_and_round_trips_plain_values():
+    value = [1, 2.5, "x", None, True, (1, 2), {3}, frozenset({4}), {1: "a"}, {"$tuple": 1}, b"\x00", 1j]
+    assert decode(encode(value)) == value
+    assert type(decode(encode((1,)))) is tuple
+
+    class Yes(int):
+        pass
+
+    for bad in (Yes(1), object(), [float], {"k": Yes(2)}):
+        with pytest.raises(NotPlain):
+            encode(bad)
