@@ -42,7 +42,7 @@ VERIFIER_TYPES: dict[str, type[Scorer]] = {
         Composite,
     )
 }
-VERIFIER_TYPES[ReasoningGym.type_name] = ReasoningGym  # reasoning-gym domain packs (anneal.datasets.packs)
+VERIFIER_TYPES[ReasoningGym.type_name] = ReasoningGym  # domain packs (anneal.datasets.pack_catalogue)
 
 
 def validate_spec(spec: dict) -> dict:

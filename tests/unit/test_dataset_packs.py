@@ -12,7 +12,7 @@ from anneal.accounts.models import Organisation
 from anneal.accounts.services import team_create
 from anneal.datasets.ingest import read_rows
 from anneal.datasets.models import DatasetVersion
-from anneal.datasets.packs import CHECKS_FILE, check_task, offered_tasks, task_checks
+from anneal.datasets.pack_catalogue import CHECKS_FILE, check_task, offered_tasks, task_checks
 from anneal.verifiers.models import Verifier
 from gpu_jobs.rewards import build_scorer
 

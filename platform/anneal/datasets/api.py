@@ -11,8 +11,8 @@ from anneal.accounts.services import audit
 from anneal.api_base import TeamScopedView
 from anneal.api_parsers import JSONParser
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion
+from anneal.datasets.pack_catalogue import MAX_DIFFICULTY, MAX_PACK_ROWS, offered_tasks
 from anneal.datasets.pack_services import domain_pack_create
-from anneal.datasets.packs import MAX_DIFFICULTY, MAX_PACK_ROWS, offered_tasks
 from anneal.datasets.preview import UploadPreview
 from anneal.datasets.selectors import upload_errors, upload_errors_csv, upload_preview
 from anneal.datasets.services import (

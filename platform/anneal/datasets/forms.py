@@ -1,6 +1,6 @@
 from django import forms
 
-from anneal.datasets.packs import MAX_DIFFICULTY, MAX_PACK_ROWS
+from anneal.datasets.pack_catalogue import MAX_DIFFICULTY, MAX_PACK_ROWS
 from anneal.datasets.services import ACCEPTED_NAMES
 
 ROLE_HELP = {

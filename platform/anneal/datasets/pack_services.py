@@ -8,7 +8,7 @@ from django.db import transaction
 from anneal.accounts.models import Team
 from anneal.datasets.ingest import _Stats
 from anneal.datasets.models import DatasetVersion
-from anneal.datasets.packs import PackError, check_pack_request, generate_task
+from anneal.datasets.pack_catalogue import PackError, check_pack_request, generate_task
 from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.datasets.tokens import token_counter
 from anneal.errors import InputError

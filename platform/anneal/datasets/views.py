@@ -14,8 +14,8 @@ from anneal.accounts.scope import page_team
 from anneal.accounts.selectors import can_write
 from anneal.datasets.forms import MappingForm, PackForm, SplitForm, UploadForm
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion, UploadState
+from anneal.datasets.pack_catalogue import offered_tasks
 from anneal.datasets.pack_services import domain_pack_create
-from anneal.datasets.packs import offered_tasks
 from anneal.datasets.selectors import upload_preview
 from anneal.datasets.services import (
     FileTooLarge,

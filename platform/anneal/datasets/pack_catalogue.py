@@ -1,10 +1,10 @@
-"""Domain packs: reasoning-gym's procedural generators as dataset rows with a matching verifier per task.
+"""The domain pack catalogue: the reasoning-gym tasks offered, and their rows with a verifier spec each.
 
-Django-free (the service in anneal.datasets.pack_services stores what this makes). A task is offered only
+Django-free; the services in anneal.datasets.pack_services store what this makes. A task is offered only
 if it passed the check: rows it generates, sent through JSON as a dataset stores them, score 1 on their
 own reference answer with the verifier spec the pack makes. The check results are computed by
-``python -m anneal.datasets.packs`` into ``pack_checks.json`` next to this module (committed; a test
-re-runs the check on some tasks), because checking all generators takes minutes.
+``python -m anneal.datasets.pack_catalogue`` into ``pack_checks.json`` next to this module (committed; a
+test re-runs the check on some tasks), because checking all generators takes minutes.
 """
 
 from __future__ import annotations
