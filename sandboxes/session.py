@@ -20,7 +20,10 @@ import threading
 import time
 from dataclasses import dataclass
 
+from sandboxes.backends.bwrap import BwrapBackend
+from sandboxes.backends.bwrap_launcher import BwrapLauncher
 from sandboxes.backends.warm_pool import SandboxStartError, WarmSandbox
+from sandboxes.registry import get_backend
 from sandboxes.types import Limits, RunRequest, RunResult, Status, _check_file_name
 
 DEFAULT_TMPFS_MB = 32
@@ -53,10 +56,6 @@ class SandboxSession:
         `backend` is a BwrapBackend (the shared one from the registry by default). Raises SandboxStartError when
         the sandbox does not start or the files cannot be written (too large for `tmpfs_mb`, a bad name).
         """
-        from sandboxes.backends.bwrap import BwrapBackend
-        from sandboxes.backends.bwrap_launcher import BwrapLauncher
-        from sandboxes.registry import get_backend
-
         started = time.monotonic()
         if backend is None:
             with _BACKEND_LOCK:  # get_backend's cache is not thread-safe: two first calls would build two
@@ -64,7 +63,7 @@ class SandboxSession:
         bwrap = backend
         if not isinstance(bwrap, BwrapBackend):
             raise SandboxStartError("sandbox sessions run on the bwrap backend only")
-        problem = bwrap._request_problem(RunRequest(language="python", code=""))
+        problem = bwrap.request_problem(RunRequest(language="python", code=""))
         if problem:
             raise SandboxStartError(problem)
         self.limits = limits or Limits()
@@ -156,8 +155,6 @@ class SessionPool:
     and goes with it; taking one starts its replacement."""
 
     def __init__(self, *, size: int, tmpfs_mb: int = DEFAULT_TMPFS_MB, backend: object | None = None) -> None:
-        from sandboxes.registry import get_backend
-
         if size < 1:
             raise ValueError(f"a session pool needs a size of at least 1, got {size}")
         if backend is None:
@@ -195,8 +192,6 @@ class SessionPool:
             threading.Thread(target=self._start_one, daemon=True).start()
 
     def _start_one(self) -> None:
-        from sandboxes.backends.bwrap_launcher import BwrapLauncher
-
         if self._closed:
             return
         try:

@@ -26,11 +26,11 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from sandboxes.backends.base import SandboxBackend
 from sandboxes.backends.bwrap_launcher import BwrapLauncher
+from sandboxes.backends.outcome import Outcome, cgroup_memory_mb, run_result
 from sandboxes.backends.process_limit import CgroupParent, RunCgroup, join_cgroup, user_task_count
 from sandboxes.backends.seccomp import SeccompUnavailable, bpf_program
 from sandboxes.backends.warm_pool import WarmPool
@@ -46,31 +46,6 @@ PYTHON_FLAGS = ("-E", "-s", "-S", "-u", "-B")
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
 # bwrap's own two processes (outside and pid 1 inside) sit in the pids cgroup next to the program.
 BWRAP_TASKS = 2
-# The run's cgroup holds its processes' memory, its tmpfs's pages and bwrap's own (or the fork server's): the
-# cap is the run's memory_mb plus the tmpfs plus this, so one process that reaches its RLIMIT_AS still gets a
-# MemoryError first, and several together are stopped near the limit instead of at a multiple of it.
-SANDBOX_MEMORY_MB = 32
-# What running out of RLIMIT_AS looks like: Python's MemoryError, libc's ENOMEM text (shell tools), and the
-# dynamic loader failing to map a library when the limit is below what the interpreter itself needs.
-MEMORY_MARKERS = (
-    "MemoryError",
-    "Cannot allocate memory",
-    "memory exhausted",
-    "out of memory",
-    "failed to map segment",
-)
-SIGXCPU_EXIT = 128 + signal.SIGXCPU
-
-
-@dataclass
-class _Outcome:
-    """What came out of a finished (or killed) bwrap process, before it is turned into a RunResult."""
-
-    exit_code: int | None
-    stdout: bytes
-    stderr: bytes
-    timed_out: bool
-    flooded: bool
 
 
 class BwrapBackend(SandboxBackend):
@@ -99,7 +74,7 @@ class BwrapBackend(SandboxBackend):
         )
         self.python_path = python_path
         self.workers = max(workers, pool_size)
-        self._cgroup_parent = CgroupParent.find()
+        self.cgroup_parent = CgroupParent.find()
         self.pool: WarmPool | None = None
         self.pool_tmpfs_mb = Limits().tmpfs_mb
         if pool_size > 0:
@@ -110,7 +85,7 @@ class BwrapBackend(SandboxBackend):
             )
 
     def run(self, request: RunRequest) -> RunResult:
-        problem = self._request_problem(request)
+        problem = self.request_problem(request)
         if problem:
             return RunResult(Status.SANDBOX_ERROR, None, "", problem, 0.0)
         if self.pool is not None and request.limits.tmpfs_mb == self.pool_tmpfs_mb:
@@ -120,7 +95,7 @@ class BwrapBackend(SandboxBackend):
     def run_cold(self, request: RunRequest) -> RunResult:
         """One fresh bwrap for this request alone."""
         started = time.monotonic()
-        problem = self._request_problem(request)
+        problem = self.request_problem(request)
         if problem:
             return RunResult(Status.SANDBOX_ERROR, None, "", problem, 0.0)
         with ExitStack() as stack:
@@ -147,7 +122,7 @@ class BwrapBackend(SandboxBackend):
             # bwrap reports the program's exit code only when it managed to set the sandbox up and start it.
             program_ran = '"exit-code"' in fds.read(fds.status_fd)
             oom_killed = cgroup is not None and cgroup.oom_kills() > 0
-        return _result(
+        return run_result(
             outcome,
             request.limits,
             program_ran=program_ran,
@@ -181,14 +156,14 @@ class BwrapBackend(SandboxBackend):
 
     @property
     def process_limit(self) -> str:
-        if self._cgroup_parent is not None:
-            return self._cgroup_parent.description
+        if self.cgroup_parent is not None:
+            return self.cgroup_parent.description
         note = " (not enforced: this process runs as root)" if os.getuid() == 0 else ""
         return (
             f"RLIMIT_NPROC per host user, no writable pids cgroup{note}; memory by RLIMIT_AS per process only"
         )
 
-    def _request_problem(self, request: RunRequest) -> str:
+    def request_problem(self, request: RunRequest) -> str:
         if not os.path.exists(self.bwrap_path):
             return f"bubblewrap not found at {self.bwrap_path}; install the Debian package bubblewrap"
         if not os.path.exists(self.prlimit_path):
@@ -205,10 +180,10 @@ class BwrapBackend(SandboxBackend):
         return ""
 
     def _create_cgroup(self, limits: Limits) -> RunCgroup | None:
-        if self._cgroup_parent is None:
+        if self.cgroup_parent is None:
             return None
         memory_mb = cgroup_memory_mb(limits, tmpfs_mb=limits.tmpfs_mb)
-        return self._cgroup_parent.create(pids=limits.pids + BWRAP_TASKS, memory_mb=memory_mb)
+        return self.cgroup_parent.create(pids=limits.pids + BWRAP_TASKS, memory_mb=memory_mb)
 
     def sandbox_args(self, *, tmpfs_mb: int, seccomp_fd: int, die_with_parent: bool = True) -> list[str]:
         """bwrap and its options up to (not including) the program: shared by cold runs and warm sandboxes.
@@ -317,7 +292,7 @@ def _bwrap_supports(bwrap_path: str, option: str) -> bool:
     try:
         usage = subprocess.run([bwrap_path, "--help"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return False  # no bwrap: every run says so (see _request_problem)
+        return False  # no bwrap: every run says so (see request_problem)
     return option in usage.stdout + usage.stderr
 
 
@@ -332,7 +307,7 @@ def _usr_neighbours() -> list[str]:
     return args
 
 
-def _collect(proc: subprocess.Popen, limits: Limits, cgroup: RunCgroup | None, *, started: float) -> _Outcome:
+def _collect(proc: subprocess.Popen, limits: Limits, cgroup: RunCgroup | None, *, started: float) -> Outcome:
     """Read stdout and stderr until both close, the wall clock runs out, or one passes the byte cap."""
     deadline = started + limits.wall_s
     buffers = {proc.stdout: bytearray(), proc.stderr: bytearray()}
@@ -363,7 +338,7 @@ def _collect(proc: subprocess.Popen, limits: Limits, cgroup: RunCgroup | None, *
     proc.wait()
     proc.stdout.close()
     proc.stderr.close()
-    return _Outcome(
+    return Outcome(
         exit_code=proc.returncode,
         stdout=bytes(buffers[proc.stdout]),
         stderr=bytes(buffers[proc.stderr]),
@@ -381,48 +356,3 @@ def _kill(proc: subprocess.Popen, cgroup: RunCgroup | None) -> None:
         pass
     if cgroup is not None:
         cgroup.kill_all()
-
-
-def cgroup_memory_mb(limits: Limits, *, tmpfs_mb: int) -> int:
-    """What a run's cgroup may hold: its address-space limit, its tmpfs and the sandbox's own processes."""
-    return limits.memory_mb + tmpfs_mb + SANDBOX_MEMORY_MB
-
-
-def _result(
-    outcome: _Outcome, limits: Limits, *, program_ran: bool, duration_s: float, oom_killed: bool = False
-) -> RunResult:
-    """`oom_killed`: the kernel killed a process of the run for passing the memory cap of its cgroup."""
-    stdout, stdout_cut = _decode(outcome.stdout, limits.output_bytes)
-    stderr, stderr_cut = _decode(outcome.stderr, limits.output_bytes)
-    exit_code = outcome.exit_code
-
-    def result(status: Status, note: str = "") -> RunResult:
-        killed_by_us = status in (Status.TIMEOUT, Status.OUTPUT_LIMIT) and (exit_code or 0) < 0
-        code = None if killed_by_us else exit_code
-        return RunResult(status, code, stdout, stderr + note, round(duration_s, 4))
-
-    if outcome.flooded or stdout_cut or stderr_cut:
-        return result(Status.OUTPUT_LIMIT, f"\n[killed: output passed {limits.output_bytes} bytes]")
-    if outcome.timed_out:
-        return result(Status.TIMEOUT, f"\n[killed: wall time limit of {limits.wall_s} s]")
-    if oom_killed:
-        note = (
-            f"\n[memory limit: the run's processes together passed {limits.memory_mb} MB; "
-            "the kernel killed at least one]"
-        )
-        return result(Status.MEMORY, note)
-    if not program_ran:
-        return RunResult(Status.SANDBOX_ERROR, None, stdout, stderr, round(duration_s, 4))
-    if exit_code == 0:
-        return result(Status.OK)
-    if exit_code == SIGXCPU_EXIT:
-        return result(Status.TIMEOUT, f"\n[killed: CPU time limit of {limits.cpu_s} s]")
-    if any(marker in stderr for marker in MEMORY_MARKERS):
-        return result(Status.MEMORY, f"\n[memory limit: {limits.memory_mb} MB of address space]")
-    return result(Status.FAILED)
-
-
-def _decode(data: bytes, cap: int) -> tuple[str, bool]:
-    if len(data) <= cap:
-        return data.decode(errors="replace"), False
-    return data[:cap].decode(errors="replace") + f"\n[output truncated at {cap} bytes]", True

@@ -10,22 +10,29 @@ import os
 import signal
 import socket
 import subprocess
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from sandboxes.backends.process_limit import RunCgroup, join_cgroup
+from sandboxes.backends.outcome import cgroup_memory_mb
+from sandboxes.backends.process_limit import CgroupParent, RunCgroup, join_cgroup
 from sandboxes.backends.seccomp import bpf_program
 from sandboxes.backends.warm_pool import FORK_SERVER_SOURCE, SandboxStartError
 from sandboxes.types import Limits
-
-if TYPE_CHECKING:
-    from sandboxes.backends.bwrap import BwrapBackend
 
 # Tasks in a warm sandbox's pids cgroup besides the program's: bwrap outside and the fork server.
 SANDBOX_TASKS = 2
 
 
+class BwrapHost(Protocol):
+    """What a launcher needs of the bubblewrap backend that owns it (bwrap.BwrapBackend implements it)."""
+
+    python_path: str
+    cgroup_parent: CgroupParent | None
+
+    def sandbox_args(self, *, tmpfs_mb: int, seccomp_fd: int, die_with_parent: bool = True) -> list[str]: ...
+
+
 class BwrapLauncher:
-    def __init__(self, *, backend: BwrapBackend, tmpfs_mb: int, server_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, *, backend: BwrapHost, tmpfs_mb: int, server_args: tuple[str, ...] = ()) -> None:
         """`server_args` follow the socket on the fork server's command line ("session": see session.py)."""
         self._backend = backend
         self.tmpfs_mb = tmpfs_mb
@@ -36,14 +43,12 @@ class BwrapLauncher:
         self.pid: int = 0
 
     def start(self) -> socket.socket:
-        from sandboxes.backends.bwrap import cgroup_memory_mb
-
         backend = self._backend
-        if backend._cgroup_parent is not None:
+        if backend.cgroup_parent is not None:
             defaults = Limits()
             self._memory_mb = cgroup_memory_mb(defaults, tmpfs_mb=self.tmpfs_mb)
             try:
-                self._cgroup = backend._cgroup_parent.create(
+                self._cgroup = backend.cgroup_parent.create(
                     pids=defaults.pids + SANDBOX_TASKS, memory_mb=self._memory_mb
                 )
             except OSError as exc:
@@ -93,8 +98,6 @@ class BwrapLauncher:
         return host_sock
 
     def set_limits(self, limits: Limits) -> None:
-        from sandboxes.backends.bwrap import cgroup_memory_mb
-
         if self._cgroup is None:
             return
         self._cgroup.set_pids(limits.pids + SANDBOX_TASKS)

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sandboxes.backends.base import SandboxBackend
+from sandboxes.backends.outcome import Outcome, run_result
 from sandboxes.types import RunRequest, RunResult, Status
 
 POD_RUNNER_SOURCE = (Path(__file__).parent / "pod_runner.py").read_text()
@@ -140,8 +141,6 @@ def network_policy(*, namespace: str):
 
 def result_from_log(log: str, request: RunRequest, *, phase: str, reason: str) -> RunResult:
     """Turn a finished pod's log (ending in the runner's JSON line) and its phase/reason into a RunResult."""
-    from sandboxes.backends.bwrap import _Outcome, _result
-
     line = next((x for x in reversed(log.splitlines()) if x.startswith(RESULT_PREFIX)), None)
     if line is None:
         status = Status.TIMEOUT if reason == "DeadlineExceeded" else Status.SANDBOX_ERROR
@@ -150,14 +149,14 @@ def result_from_log(log: str, request: RunRequest, *, phase: str, reason: str) -
     report = json.loads(line[len(RESULT_PREFIX) :])
     if report.get("setup_error"):
         return RunResult(Status.SANDBOX_ERROR, None, "", report["setup_error"], 0.0)
-    outcome = _Outcome(
+    outcome = Outcome(
         report["exit_code"],
         report["stdout"].encode(),
         report["stderr"].encode(),
         report["timed_out"],
         report["flooded"],
     )
-    return _result(
+    return run_result(
         outcome,
         request.limits,
         program_ran=True,

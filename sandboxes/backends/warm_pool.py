@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from sandboxes.backends.outcome import Outcome, run_result
 from sandboxes.types import Limits, RunRequest, RunResult, Status
 
 FORK_SERVER_SOURCE = (Path(__file__).parent / "fork_server.py").read_text()
@@ -93,8 +94,6 @@ class WarmSandbox:
 
     def run(self, request: RunRequest) -> _Report:
         """Precondition: the launcher's sandbox suits the request (tmpfs size) and nobody else is using it."""
-        from sandboxes.backends.bwrap import _Outcome, _result
-
         started = time.monotonic()
         self.runs += 1
         limits = request.limits
@@ -126,14 +125,14 @@ class WarmSandbox:
         if collected.report is None:
             # The fork server died (the program may have killed it) or answered nonsense: the sandbox goes.
             if collected.timed_out or collected.flooded:
-                outcome = _Outcome(
+                outcome = Outcome(
                     None, collected.stdout, collected.stderr, collected.timed_out, collected.flooded
                 )
-                result = _result(outcome, limits, program_ran=True, duration_s=time.monotonic() - started)
+                result = run_result(outcome, limits, program_ran=True, duration_s=time.monotonic() - started)
             elif oom_killed:  # the kernel chose the fork server: the run passed the sandbox's memory cap
-                outcome = _Outcome(None, collected.stdout, collected.stderr, False, False)
+                outcome = Outcome(None, collected.stdout, collected.stderr, False, False)
                 duration_s = time.monotonic() - started
-                result = _result(outcome, limits, program_ran=True, duration_s=duration_s, oom_killed=True)
+                result = run_result(outcome, limits, program_ran=True, duration_s=duration_s, oom_killed=True)
             else:
                 note = "\n[the sandbox's fork server died during the run]"
                 stdout = collected.stdout.decode(errors="replace")
@@ -148,11 +147,11 @@ class WarmSandbox:
             exit_code = -signal_number if collected.killed else 128 + signal_number
         else:
             exit_code = report.get("exit_code")
-        outcome = _Outcome(
+        outcome = Outcome(
             exit_code, collected.stdout, collected.stderr, collected.timed_out, collected.flooded
         )
         duration_s = time.monotonic() - started
-        result = _result(outcome, limits, program_ran=True, duration_s=duration_s, oom_killed=oom_killed)
+        result = run_result(outcome, limits, program_ran=True, duration_s=duration_s, oom_killed=oom_killed)
         return _Report(result, healthy=healthy)
 
     def close(self) -> None:
