@@ -221,6 +221,16 @@ builtins.bool = lambda *a: True
 def add(a, b):
     return 0
 """,
+    "shadow_the_builtins_the_tests_use": r"""
+def add(a, b):
+    return 0
+def abs(x):
+    return 0
+def all(xs):
+    return True
+def isinstance(*args):
+    return True
+""",
 }
 
 # The same task solved honestly, for the other side of each check.
@@ -228,6 +238,11 @@ HONEST = "def add(a, b):\n    return a + b\n"
 # Tests no honest program passes: a forger that scores above 0 on them forged the verdict.
 IMPOSSIBLE_ASSERTS = ["assert add(1, 2) == 4", "assert add(2, 2) == 5"]
 HONEST_ASSERTS = ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]
+# Tests that lean on builtins, as HumanEval's float checks do: a program must not redefine them for the tests.
+IMPOSSIBLE_TOLERANT_ASSERTS = [
+    "assert abs(add(1, 2) - 4) < 1e-6",
+    "assert all(x == 5 for x in [add(2, 2)]) and isinstance(add(2, 2), str)",
+]
 IMPOSSIBLE_CALLS = [
     {"call": "add", "args": [1, 2], "expected": 4},
     {"call": "add", "args": [2, 2], "expected": 5},

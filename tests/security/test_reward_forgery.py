@@ -16,6 +16,7 @@ from tests.security.forgers import (
     HONEST_CALLS,
     IMPOSSIBLE_ASSERTS,
     IMPOSSIBLE_CALLS,
+    IMPOSSIBLE_TOLERANT_ASSERTS,
 )
 from tests.security.hostile import BackendClient
 
@@ -28,14 +29,18 @@ def _scorer(backend):
 
 def test_every_forger_scores_zero_on_tests_it_cannot_pass(backend):
     names = list(FORGERS)
-    rows = [{"tests": IMPOSSIBLE_ASSERTS}] * len(names) + [{"tests": IMPOSSIBLE_CALLS}] * len(names)
-    completions = [f"```python\n{FORGERS[name]}\n```" for name in names] * 2
+    forms = {
+        "assert": IMPOSSIBLE_ASSERTS,
+        "tolerant assert": IMPOSSIBLE_TOLERANT_ASSERTS,
+        "call": IMPOSSIBLE_CALLS,
+    }
+    rows = [{"tests": tests} for tests in forms.values() for _ in names]
+    completions = [f"```python\n{FORGERS[name]}\n```" for name in names] * len(forms)
     results = _scorer(backend).score_batch(rows, completions)
+    labels = [f"{form} {name}" for form in forms for name in names]
     forged = {
-        f"{form} {name}": (result.score, result.reason)
-        for form, name, result in zip(
-            ["assert"] * len(names) + ["call"] * len(names), names * 2, results, strict=False
-        )
+        label: (result.score, result.reason)
+        for label, result in zip(labels, results, strict=True)
         if result.score != 0.0 or not result.reason
     }
     assert forged == {}

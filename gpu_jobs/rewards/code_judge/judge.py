@@ -423,8 +423,14 @@ def run_tests(payload, channel, deadline):
 
 
 def _test_namespace(session):
+    """The tests' globals: the program's functions as stand-ins and its plain values. A name of a builtin
+    stays the builtin: a program's `def abs(x): return 0` must not decide `assert abs(f(x) - y) < 1e-6`."""
+    import builtins
+
     namespace = {"__name__": "__main__"}
     for name, entry in session.names.items():
+        if hasattr(builtins, name):
+            continue
         kind = entry.get("kind")
         if kind == "function":
             namespace[name] = RemoteFunction(session, name)
