@@ -3,7 +3,7 @@ and time limit, crashes.
 
 The child gets its own process group, so cancel kills every process it started (tokenizer threads, sandbox
 helpers) with one signal. Cancel and pause are requested through the database, so they work from any host.
-How an attempt ends (anneal.training.lifecycle):
+How an attempt ends (anneal.training.state):
 
 - exit 0: succeeded, or paused / stopped when the child checkpointed and stopped early because it was asked;
 - killed by a signal the worker did not send (SIGKILL, the OOM killer): requeued, and the next attempt resumes
@@ -26,11 +26,10 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections
-from django.utils import timezone
 
-from anneal.training.lifecycle import attempt_end, job_limits_enforce
 from anneal.training.models import TERMINAL_STATES, Job, JobState
 from anneal.training.services import job_claim
+from anneal.training.state import attempt_end, job_child_started, job_heartbeat, job_limits_enforce
 from gpu_jobs.control import latest_checkpoint
 
 POLL_S = 1.0
@@ -103,7 +102,7 @@ def _run_attempt(*, job_id: int) -> str:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    Job.objects.filter(pk=job_id, attempt=attempt).update(child_pid=child.pid)
+    job_child_started(job_id=job_id, attempt=attempt, pid=child.pid)
     parent = os.getppid()
     last_beat = time.monotonic()
     asked_at: float | None = None  # when the job was asked to pause or stop
@@ -143,7 +142,7 @@ def _run_attempt(*, job_id: int) -> str:
                 returncode = child.returncode
                 break
         if time.monotonic() - last_beat >= HEARTBEAT_S:
-            Job.objects.filter(pk=job_id, attempt=attempt).update(heartbeat_at=timezone.now())
+            job_heartbeat(job_id=job_id, attempt=attempt)
             last_beat = time.monotonic()
     _kill_group_leftovers(child.pid)
     return _end(job_id=job_id, attempt=attempt, returncode=returncode, killed_after_grace=killed_after_grace)

@@ -8,12 +8,12 @@ import threading
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F
+from django.db import connection
 
-from anneal.training.events import job_events_record
-from anneal.training.lifecycle import alarms_that_pause, control_action, job_request
-from anneal.training.models import Checkpoint, EventKind, Job
+from anneal.training.limits import alarms_that_pause
+from anneal.training.models import EventKind, Job
+from anneal.training.selectors import control_action
+from anneal.training.state import attempt_events_record, checkpoint_record
 from gpu_jobs.control import JobAbandoned
 
 
@@ -24,7 +24,7 @@ def _attempt_of(job_id: int) -> int:
 
 
 class DjangoEventSink:
-    """Writes one attempt's events (anneal.training.lifecycle explains attempts).
+    """Writes one attempt's events (anneal.training.state explains attempts).
 
     - Fencing: each write first locks the job row and checks it still carries this attempt; if not (the job
       was requeued while this process still ran), it raises JobAbandoned and writes nothing.
@@ -100,33 +100,12 @@ class DjangoEventSink:
                 self.checkpoint_steps.add(step)
 
     def _write(self, events: list[tuple[str, dict]]) -> None:
-        """One transaction: the attempt fence, the job's step and sandbox time, the events, alarm pauses."""
-        with transaction.atomic():
-            if not Job.objects.select_for_update().filter(pk=self.job_id, attempt=self.attempt).exists():
-                raise JobAbandoned(f"job {self.job_id} has moved past attempt {self.attempt}")
-            updates: dict = {}
-            steps = [p["step"] for kind, p in events if kind == "metric" and isinstance(p.get("step"), int)]
-            if steps:
-                updates["step"] = max(steps)
-            verify = sum(
-                float(value)
-                for kind, p in events
-                if kind == "metric"
-                for key, value in p.items()
-                if key.startswith("verify_time/") and isinstance(value, int | float)
-            )
-            if verify:
-                updates["sandbox_seconds"] = F("sandbox_seconds") + verify
-            if updates:
-                Job.objects.filter(pk=self.job_id).update(**updates)
-            job_events_record(job_id=self.job_id, events=events)
-            for kind, p in events:
-                if kind == "alarm" and (p.get("name") in self.pause_on or "all" in self.pause_on):
-                    job_request(
-                        job_id=self.job_id,
-                        action="pause",
-                        reason=f"alarm {p.get('name')} at step {p.get('step')}: {p.get('message', '')}",
-                    )
+        """One transaction (anneal.training.state.attempt_events_record): the attempt fence, the job's step and
+        sandbox time, the events, alarm pauses."""
+        if not attempt_events_record(
+            job_id=self.job_id, attempt=self.attempt, events=events, pause_on=self.pause_on
+        ):
+            raise JobAbandoned(f"job {self.job_id} has moved past attempt {self.attempt}")
 
 
 class DjangoJobControl:
@@ -164,15 +143,6 @@ class DjangoCheckpointStore:
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(local_dir, target)
-        lineage = {
-            "base_model": self.job.spec.get("model", "tiny"),
-            "dataset_version": self.job.dataset_version_id,
-            "verifier_versions": [v["verifier_version"] for v in self.job.spec.get("verifiers", [])],
-            "spec": self.job.spec,
-            "code_version": code_version(),
-        }
-        Checkpoint.objects.update_or_create(
-            job=self.job, step=step, defaults={"location": str(target), "lineage": lineage}
-        )
+        checkpoint_record(job=self.job, step=step, location=str(target), code_version=code_version())
         # The name inside the checkpoint store, not the server path: it goes out in events users read.
         return str(target.relative_to(settings.CHECKPOINT_DIR))

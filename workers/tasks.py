@@ -3,8 +3,8 @@
 from django.conf import settings
 
 from anneal.datasets.services import dataset_upload_ingest, dataset_upload_preview
+from anneal.training.dispatch import jobs_dispatch
 from anneal.training.housekeeping import jobs_reap_stale, rollouts_prune
-from anneal.training.lifecycle import jobs_dispatch
 from sandboxes.service import run_batch
 from workers.celery_app import app
 from workers.deploy import deployment_prepare, replica_run_supervised

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from anneal.accounts.models import Organisation
 from anneal.accounts.services import team_create
 from anneal.datasets.services import dataset_version_create_from_rows
-from anneal.training.lifecycle import LIMIT_FIELDS
+from anneal.training.limits import LIMIT_FIELDS
 from anneal.training.models import Job, JobDataset
 from anneal.training.services import HYPER_FIELDS
 from anneal.verifiers.services import verifier_create

@@ -12,17 +12,12 @@ from anneal.accounts.services import team_create
 from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.errors import InputError
 from anneal.training.costs import job_estimate, job_spend
+from anneal.training.dispatch import jobs_dispatch
 from anneal.training.housekeeping import jobs_reap_stale
-from anneal.training.lifecycle import (
-    attempt_end,
-    job_limits_enforce,
-    job_pause,
-    job_resume,
-    jobs_dispatch,
-    queue_state,
-)
 from anneal.training.models import Job, JobState, TeamLimits
+from anneal.training.selectors import queue_state
 from anneal.training.services import job_claim, job_launch
+from anneal.training.state import attempt_end, job_limits_enforce, job_pause, job_resume
 from anneal.verifiers.services import verifier_create
 from gpu_jobs.control import JobAbandoned
 from workers.sink import DjangoEventSink

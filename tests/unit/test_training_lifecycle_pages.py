@@ -9,7 +9,7 @@ from django.urls import reverse
 from anneal.accounts.models import Organisation, Role
 from anneal.accounts.services import membership_set, team_create
 from anneal.datasets.services import dataset_version_create_from_rows
-from anneal.training.lifecycle import jobs_dispatch
+from anneal.training.dispatch import jobs_dispatch
 from anneal.training.models import Job
 from anneal.training.services import job_launch
 from anneal.verifiers.services import verifier_create

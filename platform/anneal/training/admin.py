@@ -1,9 +1,9 @@
 from django.contrib import admin, messages
 
 from anneal.errors import InputError
-from anneal.training.lifecycle import job_pause, job_resume
 from anneal.training.models import Checkpoint, Job, JobEvent, JobVerifier, TeamLimits
 from anneal.training.services import job_cancel, job_retry
+from anneal.training.state import job_pause, job_resume
 
 
 class JobVerifierInline(admin.TabularInline):

@@ -7,11 +7,12 @@ from rest_framework.response import Response
 from anneal.api_base import TeamScopedView
 from anneal.errors import InputError
 from anneal.training.costs import job_estimate, job_spend
-from anneal.training.lifecycle import LIMIT_FIELDS, job_pause, job_resume, queue_state
+from anneal.training.limits import LIMIT_FIELDS
 from anneal.training.models import Checkpoint, Job, JobEvent
-from anneal.training.selectors import job_events_after, job_rollouts
+from anneal.training.selectors import job_events_after, job_rollouts, queue_state
 from anneal.training.services import HYPER_FIELDS, JobInputsGone, job_cancel, job_launch, job_retry
 from anneal.training.spec import available_models, spec_fields
+from anneal.training.state import job_pause, job_resume
 
 
 class CheckpointOutput(serializers.ModelSerializer):

@@ -6,7 +6,7 @@ from django import forms
 
 from anneal import jsontext
 from anneal.datasets.models import DatasetVersion
-from anneal.training.lifecycle import LIMIT_FIELDS, limit_defaults, limit_helps
+from anneal.training.limits import LIMIT_FIELDS, limit_defaults, limit_helps
 from anneal.training.services import HYPER_FIELDS, hyper_defaults
 from anneal.training.spec import available_models
 from anneal.verifiers.models import Verifier, VerifierVersion

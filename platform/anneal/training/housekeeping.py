@@ -4,8 +4,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from anneal.training.lifecycle import attempt_end
 from anneal.training.models import ACTIVE_STATES, EventKind, Job, JobEvent, JobState
+from anneal.training.state import attempt_end
 
 
 def jobs_reap_stale(*, timeout_s: int) -> int:

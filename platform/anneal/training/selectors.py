@@ -1,6 +1,15 @@
-from django.db.models import Q, QuerySet
+"""Reads of the training app: events, rollouts, metrics, the queue, and what a running attempt sees."""
 
-from anneal.training.models import EventKind, Job, JobEvent
+from collections import Counter
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from anneal.training.costs import job_remaining_seconds
+from anneal.training.dispatch import jobs_waiting, team_blocked
+from anneal.training.models import ACTIVE_STATES, EventKind, Job, JobEvent, JobState
 from gpu_jobs.rewards.base import TAMPERING_PART, TAMPERING_PREFIX
 
 # A rollout that tried to tamper with its verifier: the recorder's "tampering" key (what it tried), or, from
@@ -93,3 +102,66 @@ def evaluation_table(*, job: Job) -> tuple[list[str], list[int], list[list[float
         domains.append("mean")  # the mean over every row, below the domains it averages
     scores = [[payload.get(f"eval/{domain}") for payload in evaluations] for domain in domains]
     return domains, steps, scores
+
+
+# --- the queue and running attempts ------------------------------------------------------------------------
+
+
+def queue_state(*, teams=None) -> dict:
+    """The waiting jobs in the order they will start, with position and estimated start, and the running ones
+    with their estimated end. ``teams``: only these teams' jobs are listed (positions stay global)."""
+    now = timezone.now()
+    holding = list(
+        Job.objects.filter(Q(state__in=ACTIVE_STATES) | Q(state=JobState.QUEUED, dispatched_at__isnull=False))
+        .select_related("team")
+        .order_by("attempt_started_at", "id")
+    )
+    slots = [0.0] * max(0, settings.JOB_GPU_SLOTS - len(holding))
+    running = []
+    for job in holding:
+        remaining = job_remaining_seconds(job)
+        slots.append(remaining)
+        running.append((job, remaining))
+    slots.sort()
+    if not slots:
+        slots = [0.0]
+    jobs = Counter(j.team_id for j in holding)
+    devices: Counter = Counter()
+    for j in holding:
+        devices[j.team_id] += j.devices
+    limits: dict = {}
+    waiting = []
+    for position, job in enumerate(jobs_waiting(), start=1):
+        held = team_blocked(job, jobs, devices, limits)
+        start_in = slots.pop(0)
+        duration = job_remaining_seconds(job)
+        slots.append(start_in + duration)
+        slots.sort()
+        waiting.append(
+            {
+                "job": job,
+                "position": position,
+                "estimated_start": now + timedelta(seconds=start_in),
+                "estimated_seconds": round(duration, 1),
+                "held_by": held,
+            }
+        )
+    team_ids = None if teams is None else {t.pk for t in teams}
+    return {
+        "slots": settings.JOB_GPU_SLOTS,
+        "waiting": [w for w in waiting if team_ids is None or w["job"].team_id in team_ids],
+        "waiting_total": len(waiting),
+        "running": [
+            {"job": job, "estimated_end": now + timedelta(seconds=remaining)}
+            for job, remaining in running
+            if team_ids is None or job.team_id in team_ids
+        ],
+    }
+
+
+def control_action(*, job_id: int, attempt: int) -> str | None:
+    """What the training process of ``attempt`` should do now (gpu_jobs.control.JobControl.requested)."""
+    row = Job.objects.filter(pk=job_id).values_list("state", "attempt").first()
+    if row is None or row[1] != attempt or row[0] not in ACTIVE_STATES:
+        return "abandon"
+    return {JobState.PAUSING: "pause", JobState.STOPPING: "stop"}.get(row[0])

@@ -12,8 +12,9 @@ from anneal.accounts.models import Team
 from anneal.accounts.services import audit
 from anneal.datasets.models import DatasetVersion
 from anneal.errors import InputError, reject_nul, without_nul
+from anneal.training.dispatch import dispatch_on_commit
 from anneal.training.events import job_event_record
-from anneal.training.lifecycle import dispatch_on_commit, job_columns, run_limits_split
+from anneal.training.limits import job_columns, run_limits_split
 from anneal.training.models import Job, JobDataset, JobState, JobVerifier
 from anneal.training.spec import dataset_versions_check, domains_check, model_check, version_domains
 from anneal.verifiers.models import VerifierVersion
@@ -209,7 +210,7 @@ def agent_rows_check(versions: list[DatasetVersion]) -> None:
 
 
 def _enqueue(job: Job) -> None:
-    # The job waits until the scheduler has a gpu slot for it within its team's limits (training.lifecycle).
+    # The job waits until the scheduler has a gpu slot for it within its team's limits (training.dispatch).
     dispatch_on_commit()
 
 

@@ -16,10 +16,10 @@ from anneal.errors import InputError
 from anneal.pages import check_write, form_show_errors, get_visible_or_404, writable_team
 from anneal.training.costs import job_estimate, job_spend
 from anneal.training.forms import LaunchForm
-from anneal.training.lifecycle import job_pause, job_resume, queue_state
 from anneal.training.models import TERMINAL_STATES, Job, JobState
-from anneal.training.selectors import job_rollouts, job_tampering_summary
+from anneal.training.selectors import job_rollouts, job_tampering_summary, queue_state
 from anneal.training.services import job_cancel, job_launch, job_retry
+from anneal.training.state import job_pause, job_resume
 
 STATE_FILTERS = [state.value for state in JobState]
 ROLLOUTS_PER_PAGE = 50
