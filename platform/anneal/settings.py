@@ -220,7 +220,7 @@ VERIFIER_PREVIEW_RATE_PER_MIN = env_int("ANNEAL_PREVIEW_RATE_PER_MIN", 30, minim
 # Rollout texts older than this many days are dropped (their step, reward and parts stay); 0 keeps them all.
 ROLLOUT_RETENTION_DAYS = env_int("ANNEAL_ROLLOUT_RETENTION_DAYS", 90, minimum=0)
 JOB_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_JOB_HEARTBEAT_TIMEOUT_S", 120, minimum=10)
-# Training jobs (anneal.training.costs, anneal.training.lifecycle): USD per device-hour per device type, USD
+# Training jobs (anneal.training.costs, .limits, .dispatch, .state): USD per device-hour per device type, USD
 # per hour of verification (sandbox) time, how many jobs the gpu workers run at once (their total concurrency),
 # each team's default limits (a TeamLimits row overrides them), restarts after a crash or a lost worker before
 # a job fails, and how long a job asked to pause or stop may take to checkpoint before it is killed.

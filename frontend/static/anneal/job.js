@@ -132,7 +132,7 @@
     renderProgress();
   }
 
-  // Pause/resume buttons and why the job paused, stopped or restarted (anneal.training.lifecycle).
+  // Pause/resume buttons and why the job paused, stopped or restarted (anneal.training.state).
   function showLifecycle(p) {
     var pause = $("pause-form"), resume = $("resume-form"), box = $("job-reason");
     if (pause) pause.hidden = !(p.state === "queued" || p.state === "running");

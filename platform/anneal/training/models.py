@@ -12,7 +12,7 @@ class JobState(models.TextChoices):
     QUEUED = "queued"
     RUNNING = "running"
     CANCELLING = "cancelling"
-    # Pause and the time limit ask the training process to checkpoint and exit (see anneal.training.lifecycle).
+    # Pause and the time limit ask the training process to checkpoint and exit (see anneal.training.state).
     PAUSING = "pausing"
     PAUSED = "paused"
     STOPPING = "stopping"
@@ -54,7 +54,7 @@ class Job(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Scheduling and cost (anneal.training.lifecycle, anneal.training.costs); copied from the spec at launch.
+    # Scheduling and cost (anneal.training.limits, .dispatch, .costs); copied from the spec at launch.
     priority = models.IntegerField(default=0, help_text="Higher runs first; ties go to the earlier queued.")
     devices = models.PositiveIntegerField(default=1)
     device_type = models.CharField(max_length=40, default="cpu")
