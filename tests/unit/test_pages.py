@@ -7,16 +7,14 @@ import json
 import re
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from anneal.accounts.models import ApiToken, Organisation, Role, token_hash
-from anneal.accounts.services import membership_set, team_create
+from anneal.accounts.models import ApiToken, Role, token_hash
+from anneal.accounts.services import membership_set
 from anneal.datasets.models import DatasetUpload, DatasetVersion
 from anneal.datasets.services import dataset_upload_ingest, dataset_version_create_from_rows
 from anneal.training.models import Job, JobState
-from anneal.training.services import job_launch
 from anneal.verifiers.models import Verifier
 from anneal.verifiers.services import verifier_create
 
@@ -25,47 +23,9 @@ pytestmark = pytest.mark.django_db
 ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a, b in [(12, 45), (3, 4), (20, 22), (7, 8)] * 2]
 
 
-@pytest.fixture(autouse=True)
-def fast_settings(settings, tmp_path):
-    # The production hasher is slow on purpose; these tests only need logins to work.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
-
-
 @pytest.fixture
-def world(db):
-    org = Organisation.objects.create(name="Acme")
-    owner = User.objects.create_user("owner", password="owner-password")
-    teammate = User.objects.create_user("teammate", password="teammate-password")
-    outsider = User.objects.create_user("outsider", password="outsider-password")
-    core = team_create(organisation=org, name="Core", owner=owner)
-    membership_set(team=core, user=teammate, role=Role.VIEWER)
-    rivals = team_create(organisation=org, name="Rivals", owner=outsider)
-    return {"owner": owner, "teammate": teammate, "outsider": outsider, "core": core, "rivals": rivals}
-
-
-@pytest.fixture
-def job(world):
-    version = dataset_version_create_from_rows(
-        team=world["core"], user=world["owner"], name="sums", rows=ROWS
-    )
-    verifier = verifier_create(
-        team=world["core"], user=world["owner"], name="exact", spec={"type": "exact_match"}
-    )
-    return job_launch(
-        team=world["core"],
-        user=world["owner"],
-        name="first run",
-        dataset_version_id=version.id,
-        verifiers=[{"verifier_version": verifier.latest_version.id, "weight": 1.0}],
-        params={"max_steps": 3},
-    )
-
-
-def login(client, user: User):
-    client.force_login(user)
-    return client
+def job(launch):
+    return launch("first run", max_steps=3)
 
 
 def test_login_page_renders_and_pages_need_a_login(client, world):
@@ -80,7 +40,7 @@ def test_login_page_renders_and_pages_need_a_login(client, world):
 
 
 def test_owner_uploads_a_dataset_through_the_form(client, world, django_capture_on_commit_callbacks):
-    login(client, world["owner"])
+    client.force_login(world["owner"])
     body = "\n".join(json.dumps(row) for row in ROWS).encode()
     with django_capture_on_commit_callbacks(execute=False) as queued:
         response = client.post(
@@ -111,7 +71,7 @@ def test_owner_uploads_a_dataset_through_the_form(client, world, django_capture_
 
 
 def test_a_failed_upload_lists_its_errors_by_row_and_field(client, world, django_capture_on_commit_callbacks):
-    login(client, world["owner"])
+    client.force_login(world["owner"])
     body = b'{"prompt": "1+1=", "answer": "2"}\nnot json\n{"answer": "5"}\n'
     with django_capture_on_commit_callbacks(execute=False):
         response = client.post(
@@ -130,7 +90,7 @@ def test_a_failed_upload_lists_its_errors_by_row_and_field(client, world, django
 def test_upload_form_rejects_a_file_that_is_not_jsonl_inline(
     client, world, django_capture_on_commit_callbacks
 ):
-    login(client, world["owner"])
+    client.force_login(world["owner"])
     with django_capture_on_commit_callbacks(execute=False):
         response = client.post(
             reverse("dataset-upload"),
@@ -149,7 +109,7 @@ def test_upload_form_rejects_a_file_that_is_not_jsonl_inline(
 
 
 def test_a_bad_verifier_spec_shows_the_field_error_inline_and_creates_nothing(client, world):
-    login(client, world["owner"])
+    client.force_login(world["owner"])
     response = client.post(
         reverse("verifier-new"),
         {
@@ -171,7 +131,7 @@ def test_a_bad_verifier_spec_shows_the_field_error_inline_and_creates_nothing(cl
 
 
 def test_a_verifier_made_by_the_form_shows_its_spec(client, world):
-    login(client, world["owner"])
+    client.force_login(world["owner"])
     response = client.post(
         reverse("verifier-new"),
         {
@@ -202,7 +162,7 @@ def test_a_verifier_made_by_the_form_shows_its_spec(client, world):
 
 
 def test_owner_launches_a_job_through_the_form(client, world, django_capture_on_commit_callbacks):
-    login(client, world["owner"])
+    client.force_login(world["owner"])
     version = dataset_version_create_from_rows(
         team=world["core"], user=world["owner"], name="sums", rows=ROWS
     )
@@ -237,7 +197,7 @@ def test_owner_launches_a_job_through_the_form(client, world, django_capture_on_
 
 
 def test_outsider_gets_404_for_another_teams_pages(client, world, job):
-    login(client, world["outsider"])
+    client.force_login(world["outsider"])
     upload = DatasetUpload.objects.create(
         team=world["core"], dataset_name="x", file_name="x.jsonl", file_path="/none"
     )
@@ -253,7 +213,7 @@ def test_outsider_gets_404_for_another_teams_pages(client, world, job):
 
 
 def test_viewer_sees_no_buttons_and_gets_403_on_writes(client, world, job):
-    login(client, world["teammate"])
+    client.force_login(world["teammate"])
     page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
     assert "first run" in page
     assert "Cancel job" not in page and "Retry" not in page
@@ -267,7 +227,7 @@ def test_viewer_sees_no_buttons_and_gets_403_on_writes(client, world, job):
     job.refresh_from_db()
     assert job.state == JobState.QUEUED and Job.objects.count() == 1
 
-    login(client, world["owner"])
+    client.force_login(world["owner"])
     assert "Cancel job" in client.get(reverse("job-detail", args=[job.pk])).content.decode()
     cancelled = client.post(reverse("job-cancel", args=[job.pk]), follow=True)
     job.refresh_from_db()
@@ -275,7 +235,7 @@ def test_viewer_sees_no_buttons_and_gets_403_on_writes(client, world, job):
 
 
 def test_api_token_is_shown_once(client, world):
-    login(client, world["owner"])
+    client.force_login(world["owner"])
     created = client.post(reverse("token-list"), {"name": "ci"})
     assert created.status_code == 200 and created["Cache-Control"] == "no-store"
     raw = re.search(r'<code id="raw-token">([^<]+)</code>', created.content.decode()).group(1)
@@ -288,16 +248,16 @@ def test_api_token_is_shown_once(client, world):
     client.post(reverse("token-revoke", args=[token.pk]))
     token.refresh_from_db()
     assert not token.is_active
-    login(client, world["outsider"])
+    client.force_login(world["outsider"])
     assert client.post(reverse("token-revoke", args=[token.pk])).status_code == 404
 
 
 def test_team_switcher_changes_the_team_pages_act_in(client, world, job):
     membership_set(team=world["rivals"], user=world["owner"], role=Role.EXPERT)
-    login(client, world["owner"])
+    client.force_login(world["owner"])
     assert 'id="team-select"' in client.get(reverse("home")).content.decode()
     assert "first run" in client.get(reverse("job-list")).content.decode()
     client.post(reverse("team-switch"), {"team": world["rivals"].pk, "next": reverse("job-list")})
     assert "first run" not in client.get(reverse("job-list")).content.decode()
-    login(client, world["teammate"])
+    client.force_login(world["teammate"])
     assert client.post(reverse("team-switch"), {"team": world["rivals"].pk}).status_code == 404
