@@ -10,17 +10,12 @@ import io
 import json
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import Organisation, Role
-from anneal.accounts.services import membership_set, team_create
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion
 from anneal.datasets.services import dataset_upload_ingest, dataset_upload_preview
-from anneal.training.services import job_launch
-from anneal.verifiers.services import verifier_create
+from tests.world import api_client
 
 pytestmark = pytest.mark.django_db
 
@@ -34,29 +29,6 @@ ROWS = [
 
 def jsonl(rows) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in rows).encode()
-
-
-@pytest.fixture(autouse=True)
-def folders(settings, tmp_path):
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
-
-
-@pytest.fixture
-def world(db):
-    org = Organisation.objects.create(name="Acme")
-    owner = User.objects.create_user("owner")
-    teammate = User.objects.create_user("teammate")
-    outsider = User.objects.create_user("outsider")
-    core = team_create(organisation=org, name="Core", owner=owner)
-    membership_set(team=core, user=teammate, role=Role.VIEWER)
-    team_create(organisation=org, name="Rivals", owner=outsider)
-    clients = {}
-    for name, user in (("owner", owner), ("teammate", teammate), ("outsider", outsider)):
-        client = APIClient()
-        client.force_authenticate(user)
-        clients[name] = client
-    return {"owner": owner, "core": core, "api": clients}
 
 
 def api_upload(client, name: str, body: bytes, file_name: str = "rows.jsonl", **fields):
@@ -78,7 +50,7 @@ MAPPING = {"prompt_field": "question", "answer_field": "solution", "domain_field
 
 
 def test_upload_with_mapping_makes_a_version_with_statistics(world):
-    api = world["api"]["owner"]
+    api = api_client(world["owner"])
     upload = ingested(api, api_upload(api, "sums", jsonl(ROWS), **MAPPING))
     assert upload["state"] == "ready" and upload["rows_valid"] == 8 and upload["progress"] == 1.0
     version = api.get(f"/api/v1/datasets/versions/{upload['dataset_version']}").json()
@@ -132,7 +104,7 @@ def test_the_browser_flow_maps_columns_after_seeing_the_first_rows(
 
 def test_mapping_a_missing_column_is_named_on_the_form(world, client):
     client.force_login(world["owner"])
-    api = world["api"]["owner"]
+    api = api_client(world["owner"])
     upload_id = api_upload(api, "m", b"question\n1+1=\n", "m.csv", map_later=True).json()["id"]
     early = client.post(reverse("upload-map", args=[upload_id]), {"prompt_field": "question"})
     assert early.status_code == 302  # back to the page, which waits for the first rows
@@ -152,7 +124,7 @@ def test_mapping_a_missing_column_is_named_on_the_form(world, client):
 
 
 def test_review_lists_bad_rows_then_accept_keeps_only_the_good_ones(world):
-    api = world["api"]["owner"]
+    api = api_client(world["owner"])
     body = jsonl(ROWS[:3]) + b"not json\n" + jsonl([{"question": "", "solution": "1", "topic": "x"}, ROWS[0]])
     upload = ingested(api, api_upload(api, "mixed", body, **MAPPING))
     assert upload["state"] == "review" and upload["dataset_version"] is None
@@ -168,7 +140,10 @@ def test_review_lists_bad_rows_then_accept_keeps_only_the_good_ones(world):
     table = list(csv.reader(io.StringIO(b"".join(download.streaming_content).decode())))
     assert table[0] == ["row", "field", "problem"] and table[2] == ["5", "question", "prompt is empty"]
 
-    assert world["api"]["teammate"].post(f"/api/v1/datasets/uploads/{upload['id']}/accept").status_code == 403
+    assert (
+        api_client(world["teammate"]).post(f"/api/v1/datasets/uploads/{upload['id']}/accept").status_code
+        == 403
+    )
     accepted = api.post(f"/api/v1/datasets/uploads/{upload['id']}/accept")
     assert accepted.status_code == 201 and accepted.json()["row_count"] == 3
     again = api.post(f"/api/v1/datasets/uploads/{upload['id']}/accept")
@@ -176,7 +151,7 @@ def test_review_lists_bad_rows_then_accept_keeps_only_the_good_ones(world):
 
 
 def test_reject_stores_nothing(world, tmp_path):
-    api = world["api"]["owner"]
+    api = api_client(world["owner"])
     upload = ingested(api, api_upload(api, "mixed", jsonl(ROWS[:2]) + b"[1]\n", **MAPPING))
     assert upload["state"] == "review"
     rejected = api.post(f"/api/v1/datasets/uploads/{upload['id']}/reject").json()
@@ -186,7 +161,7 @@ def test_reject_stores_nothing(world, tmp_path):
 
 
 def test_split_by_seed_and_by_column_make_a_train_and_eval_pair(world):
-    api = world["api"]["owner"]
+    api = api_client(world["owner"])
     upload = ingested(api, api_upload(api, "sums", jsonl(ROWS), **MAPPING))
     parent = upload["dataset_version"]
     by_seed = api.post(
@@ -236,21 +211,11 @@ def test_split_by_seed_and_by_column_make_a_train_and_eval_pair(world):
     assert missing.status_code == 400 and missing.json()["errors"][0]["field"] == "column"
 
 
-def test_a_version_a_job_uses_cannot_be_deleted(world):
-    api = world["api"]["owner"]
+def test_a_version_a_job_uses_cannot_be_deleted(world, launch):
+    api = api_client(world["owner"])
     first = ingested(api, api_upload(api, "sums", jsonl(ROWS), **MAPPING))["dataset_version"]
     second = ingested(api, api_upload(api, "sums", jsonl(ROWS[:4]), **MAPPING))["dataset_version"]
-    verifier = verifier_create(
-        team=world["core"], user=world["owner"], name="exact", spec={"type": "exact_match"}
-    )
-    job = job_launch(
-        team=world["core"],
-        user=world["owner"],
-        name="run",
-        dataset_version_id=first,
-        verifiers=[{"verifier_version": verifier.latest_version.id, "weight": 1.0}],
-        params={"max_steps": 1},
-    )
+    job = launch(version=DatasetVersion.objects.get(pk=first), max_steps=1)
     refused = api.delete(f"/api/v1/datasets/versions/{first}")
     assert refused.status_code == 409
     assert refused.json()["detail"] == (
@@ -258,13 +223,13 @@ def test_a_version_a_job_uses_cannot_be_deleted(world):
     )
     dataset_id = DatasetVersion.objects.get(pk=first).dataset_id
     assert api.delete(f"/api/v1/datasets/{dataset_id}").status_code == 409
-    assert world["api"]["teammate"].delete(f"/api/v1/datasets/versions/{second}").status_code == 403
+    assert api_client(world["teammate"]).delete(f"/api/v1/datasets/versions/{second}").status_code == 403
     assert api.delete(f"/api/v1/datasets/versions/{second}").status_code == 204
     assert [v["number"] for v in api.get(f"/api/v1/datasets/{dataset_id}/versions").json()] == [1]
 
 
 def test_another_team_sees_nothing(world):
-    api, outsider = world["api"]["owner"], world["api"]["outsider"]
+    api, outsider = api_client(world["owner"]), api_client(world["outsider"])
     upload = ingested(api, api_upload(api, "sums", jsonl(ROWS), **MAPPING))
     version = upload["dataset_version"]
     for path in (
@@ -282,12 +247,12 @@ def test_another_team_sees_nothing(world):
 
 def test_an_oversized_file_is_refused(world, settings, client):
     settings.UPLOAD_MAX_BYTES = 1000
-    response = api_upload(world["api"]["owner"], "big", b"x" * 5000)
+    response = api_upload(api_client(world["owner"]), "big", b"x" * 5000)
     assert response.status_code == 413
     assert "the file is 5000 bytes, over the limit of 1000 bytes" in response.json()["detail"]
     # A body far over the limit is refused from its Content-Length, before it is read
     # (tests/security/test_upload_limits.py: while it streams in, too).
-    huge = api_upload(world["api"]["owner"], "big", b"x" * (2 * 2**20))
+    huge = api_upload(api_client(world["owner"]), "big", b"x" * (2 * 2**20))
     assert huge.status_code == 413 and "larger than the limit of 1000 bytes" in huge.json()["detail"]
     client.force_login(world["owner"])
     page = client.post(
@@ -307,7 +272,7 @@ def test_statistics_can_count_with_a_model_in_the_model_store(world, settings, t
     settings.MODEL_STORE = tmp_path / "models"
     (settings.MODEL_STORE / "char").mkdir(parents=True)
     build_char_tokenizer().backend_tokenizer.save(str(settings.MODEL_STORE / "char" / "tokenizer.json"))
-    api = world["api"]["owner"]
+    api = api_client(world["owner"])
     upload = ingested(api, api_upload(api, "sums", jsonl(ROWS[:2]), **MAPPING, tokenizer="char"))
     version = api.get(f"/api/v1/datasets/versions/{upload['dataset_version']}").json()
     assert version["stats"]["tokenizer"].endswith("/models/char")
