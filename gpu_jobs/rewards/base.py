@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from gpu_jobs.rewards.outbound import Outbound
     from sandboxes.client import SandboxClient
 
 
@@ -149,6 +150,31 @@ class Scorer(ABC):
         if len(rows) != len(completions):
             raise ValueError(f"{len(rows)} rows but {len(completions)} completions")
         return [self.score(row, completion) for row, completion in zip(rows, completions, strict=True)]
+
+
+# Every verifier type by name, in the order the type picker lists them. registry.py imports each type's module
+# and fills this table (the package's __init__ imports registry, so it is full before any use); it lives here
+# so that a composite can validate and build its parts without importing the registry that imports it.
+VERIFIER_TYPES: dict[str, type[Scorer]] = {}
+
+
+def validate_spec(spec: dict) -> dict:
+    """The spec with every default filled in; SpecError naming the first wrong field otherwise."""
+    if not isinstance(spec, dict):
+        raise SpecError("spec", f"must be a JSON object, got {type(spec).__name__}")
+    kind = spec.get("type")
+    if kind not in VERIFIER_TYPES:
+        known = ", ".join(VERIFIER_TYPES)
+        raise SpecError("type", f"must be one of {known}, got {kind!r}" if kind else f"is required ({known})")
+    return VERIFIER_TYPES[kind].normalise_spec(spec)
+
+
+def construct(clean: dict, *, sandbox: SandboxClient | None, outbound: Outbound | None) -> Scorer:
+    """The scorer for a spec already normalised; `outbound` goes only to the types that take it."""
+    cls = VERIFIER_TYPES[clean["type"]]
+    if cls.uses_outbound:
+        return cls(clean, sandbox=sandbox, outbound=outbound)  # type: ignore[call-arg]
+    return cls(clean, sandbox=sandbox)
 
 
 def bounded(result: ScoreResult) -> ScoreResult:

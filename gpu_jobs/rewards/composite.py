@@ -18,9 +18,11 @@ from gpu_jobs.rewards.base import (
     ScoreResult,
     SpecError,
     SpecField,
+    construct,
     is_tampering,
     shorten,
     tampering_what,
+    validate_spec,
 )
 from gpu_jobs.rewards.formula import FormulaError, check_formula, evaluate
 
@@ -74,8 +76,6 @@ class Composite(Scorer):
 
     @classmethod
     def normalise_spec(cls, spec: dict, *, depth: int = 1) -> dict:
-        from gpu_jobs.rewards.registry import validate_spec
-
         clean = super().normalise_spec(spec)
         if depth > MAX_DEPTH:
             raise SpecError("parts", f"composites nest at most {MAX_DEPTH} deep")
@@ -136,8 +136,6 @@ class Composite(Scorer):
     def __init__(
         self, spec: dict, *, sandbox: SandboxClient | None = None, outbound: Outbound | None = None
     ) -> None:
-        from gpu_jobs.rewards.registry import construct
-
         super().__init__(spec)
         self._parts = [
             (

@@ -1,10 +1,14 @@
-"""Verifier types by name, and the two entry points: validate a spec, build a scorer from it."""
+"""Verifier types by name, and the two entry points: validate a spec, build a scorer from it.
+
+The table itself (VERIFIER_TYPES) and the per-spec steps (validate_spec, construct) live in base.py, which a
+composite imports for its parts; this module imports every type and fills the table.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpu_jobs.rewards.base import Scorer, SpecError
+from gpu_jobs.rewards.base import VERIFIER_TYPES, Scorer, construct, validate_spec
 from gpu_jobs.rewards.composite import Composite
 from gpu_jobs.rewards.custom_python import CustomPython
 from gpu_jobs.rewards.embedding import EmbeddingSimilarity
@@ -20,12 +24,14 @@ from gpu_jobs.rewards.reasoning_gym import ReasoningGym
 from gpu_jobs.rewards.regex_match import RegexMatch
 from gpu_jobs.rewards.similarity import TextSimilarity
 
+__all__ = ["VERIFIER_TYPES", "build_scorer", "construct", "validate_spec"]
+
 if TYPE_CHECKING:
     from gpu_jobs.rewards.outbound import Outbound
     from sandboxes.client import SandboxClient
 
-VERIFIER_TYPES: dict[str, type[Scorer]] = {
-    cls.type_name: cls
+VERIFIER_TYPES.update(
+    (cls.type_name, cls)
     for cls in (
         ExactMatch,
         RegexMatch,
@@ -41,19 +47,8 @@ VERIFIER_TYPES: dict[str, type[Scorer]] = {
         ModelJudge,
         Composite,
     )
-}
+)
 VERIFIER_TYPES[ReasoningGym.type_name] = ReasoningGym  # domain packs (anneal.datasets.pack_catalogue)
-
-
-def validate_spec(spec: dict) -> dict:
-    """The spec with every default filled in; SpecError naming the first wrong field otherwise."""
-    if not isinstance(spec, dict):
-        raise SpecError("spec", f"must be a JSON object, got {type(spec).__name__}")
-    kind = spec.get("type")
-    if kind not in VERIFIER_TYPES:
-        known = ", ".join(VERIFIER_TYPES)
-        raise SpecError("type", f"must be one of {known}, got {kind!r}" if kind else f"is required ({known})")
-    return VERIFIER_TYPES[kind].normalise_spec(spec)
 
 
 def build_scorer(
@@ -65,11 +60,3 @@ def build_scorer(
     """
     clean = validate_spec(spec)
     return construct(clean, sandbox=sandbox, outbound=outbound)
-
-
-def construct(clean: dict, *, sandbox: SandboxClient | None, outbound: Outbound | None) -> Scorer:
-    """The scorer for a spec already normalised; `outbound` goes only to the types that take it."""
-    cls = VERIFIER_TYPES[clean["type"]]
-    if cls.uses_outbound:
-        return cls(clean, sandbox=sandbox, outbound=outbound)  # type: ignore[call-arg]
-    return cls(clean, sandbox=sandbox)
