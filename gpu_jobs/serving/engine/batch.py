@@ -15,18 +15,16 @@ import logging
 import queue
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from gpu_jobs.serving.engine.base import LoadedEngine
 from gpu_jobs.serving.engine.events import Delta, Failed, Finished, Job, Sequence
 from gpu_jobs.serving.engine.kv import RowsKV
 from gpu_jobs.serving.engine.packed import pack_linears
 from gpu_jobs.serving.engine.sampling import choose, row_generator
 from gpu_jobs.serving.engine.text import TextTracker
-
-if TYPE_CHECKING:
-    from gpu_jobs.serving.engine.core import Engine
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +42,7 @@ class Row:
     generator: Any  # torch.Generator for a sampled row, None for a greedy one
 
 
-def serve(engine: Engine) -> None:
+def serve(engine: LoadedEngine) -> None:
     """The worker loop; returns after ``None`` once the sequences it has taken are done."""
     pack_linears(engine.model)
     batch = RunningBatch(engine)
@@ -98,7 +96,7 @@ def prefill_groups(lengths: list[int]) -> list[list[int]]:
 class RunningBatch:
     """The rows decoding together: ``rows[i]`` is row ``i`` of the cache and of ``next_tokens``."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: LoadedEngine) -> None:
         self.engine = engine
         self.rows: list[Row] = []
         self.kv = RowsKV()

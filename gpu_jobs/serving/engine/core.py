@@ -5,27 +5,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpu_jobs.serving.engine.base import TIERS, EngineConfig
 from gpu_jobs.serving.engine.events import Job
 from gpu_jobs.serving.protocol import ApiError
 
 logger = logging.getLogger(__name__)
-
-TIERS = ("standard", "turbo", "batch")
-
-
-@dataclass
-class EngineConfig:
-    tier: str
-    max_concurrency: int = 16
-    max_model_len: int | None = None  # None: the model's max_position_embeddings
-    prompt_lookup_tokens: int = 32  # turbo: most tokens proposed per step
-    prompt_lookup_ngram: int = 3  # turbo: longest n-gram matched against the context
-    draft_model: Path | None = None
-    max_batch: int = 32  # batch: most sequences decoding together
 
 
 class Engine:
@@ -67,6 +54,7 @@ class Engine:
             self.load_error = f"{type(error).__name__}: {error}"
             return
         self.ready.set()
+        # A tier's module imports torch: loaded here, so that importing the engine does not.
         if self.config.tier == "batch":
             from gpu_jobs.serving.engine.batch import serve
         else:

@@ -14,17 +14,13 @@ kept whole, halved after one rejected outright (checking many wrong tokens costs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from transformers import DynamicCache
 
+from gpu_jobs.serving.engine.base import LoadedEngine
 from gpu_jobs.serving.engine.events import Delta, Job, Sequence
 from gpu_jobs.serving.engine.sampling import choose, row_generator
 from gpu_jobs.serving.engine.text import TextTracker
-
-if TYPE_CHECKING:
-    from gpu_jobs.serving.engine.core import Engine
 
 
 def propose(context: list[int], longest_ngram: int, count: int) -> list[int]:
@@ -39,7 +35,7 @@ def propose(context: list[int], longest_ngram: int, count: int) -> list[int]:
     return []
 
 
-def generate_lookup(engine: Engine, job: Job, sequence: Sequence, tracker: TextTracker) -> None:
+def generate_lookup(engine: LoadedEngine, job: Job, sequence: Sequence, tracker: TextTracker) -> None:
     """Generate ``sequence`` until its tracker is done or the job is cancelled, emitting deltas."""
     model, params, config = engine.model, sequence.params, engine.config
     generator = row_generator(params, sequence.index)

@@ -11,22 +11,20 @@ generation gives (greedy) or a sample from the same distribution (sampling).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from gpu_jobs.serving.engine.base import LoadedEngine
 from gpu_jobs.serving.engine.events import Delta, Failed, Finished, Job, Sequence
+from gpu_jobs.serving.engine.lookup import generate_lookup
+from gpu_jobs.serving.engine.packed import pack_linears
 from gpu_jobs.serving.engine.text import TextTracker
-
-if TYPE_CHECKING:
-    from gpu_jobs.serving.engine.core import Engine
 
 logger = logging.getLogger(__name__)
 
 
-def serve(engine: Engine) -> None:
+def serve(engine: LoadedEngine) -> None:
     """The worker loop: jobs in arrival order, each one's sequences in turn, until ``None``."""
     if engine.config.tier == "turbo":  # verifying proposed tokens multiplies a few rows at a time
-        from gpu_jobs.serving.engine.packed import pack_linears
-
         pack_linears(engine.model)
     while (job := engine.jobs.get()) is not None:
         for sequence in job.sequences:
@@ -40,12 +38,10 @@ def serve(engine: Engine) -> None:
                 break
 
 
-def generate_one(engine: Engine, job: Job, sequence: Sequence) -> None:
+def generate_one(engine: LoadedEngine, job: Job, sequence: Sequence) -> None:
     """Generate one sequence, emitting its deltas as they come and then ``Finished``."""
     tracker = TextTracker(engine.tokenizer, sequence.params, engine.eos_ids)
     if engine.config.tier == "turbo" and engine.assistant is None:
-        from gpu_jobs.serving.engine.lookup import generate_lookup
-
         generate_lookup(engine, job, sequence, tracker)
     else:
         _generate(engine, job, sequence, tracker)
@@ -55,7 +51,7 @@ def generate_one(engine: Engine, job: Job, sequence: Sequence) -> None:
     job.emit(Finished(sequence.index, tracker.finish_reason or "length", tracker.completion_tokens))
 
 
-def _generate(engine: Engine, job: Job, sequence: Sequence, tracker: TextTracker) -> None:
+def _generate(engine: LoadedEngine, job: Job, sequence: Sequence, tracker: TextTracker) -> None:
     """``model.generate``: plain, or assisted by the draft model."""
     import torch
     from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
