@@ -4,39 +4,12 @@ Named users: owner (owner of team Core), teammate (viewer in Core), outsider (ow
 """
 
 import pytest
-from django.contrib.auth.models import User
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import Organisation, Role
-from anneal.accounts.services import membership_set, team_create
-from anneal.datasets.services import dataset_version_create_from_rows
-from anneal.training.services import job_launch
 from anneal.verifiers.models import Verifier
 from gpu_jobs.rewards import VERIFIER_TYPES
+from tests.world import api_client
 
 pytestmark = pytest.mark.django_db
-
-ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a, b in [(12, 45), (3, 4), (20, 22), (7, 8)] * 2]
-
-
-@pytest.fixture
-def world(db, settings, tmp_path):
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
-    org = Organisation.objects.create(name="Acme")
-    owner = User.objects.create_user("owner")
-    teammate = User.objects.create_user("teammate")
-    outsider = User.objects.create_user("outsider")
-    core = team_create(organisation=org, name="Core", owner=owner)
-    membership_set(team=core, user=teammate, role=Role.VIEWER)
-    team_create(organisation=org, name="Rivals", owner=outsider)
-    return {"owner": owner, "teammate": teammate, "outsider": outsider, "core": core}
-
-
-def api(user: User) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def create(client, name: str, spec: dict):
@@ -44,7 +17,7 @@ def create(client, name: str, spec: dict):
 
 
 def test_create_normalises_runs_probes_and_lists_versions_with_diffs(world):
-    owner = api(world["owner"])
+    owner = api_client(world["owner"])
     created = create(owner, "numbers", {"type": "numeric", "extract": "tag"})
     assert created.status_code == 201, created.json()
     body = created.json()
@@ -61,7 +34,7 @@ def test_create_normalises_runs_probes_and_lists_versions_with_diffs(world):
 
 
 def test_a_verifier_that_scores_a_probe_high_is_flagged(world):
-    owner = api(world["owner"])
+    owner = api_client(world["owner"])
     body = create(owner, "contains", {"type": "keywords", "required_field": "answer"}).json()
     assert body["flagged"] is True
     assert any("listing many guesses" in flag for flag in body["versions"][0]["probe_flags"])
@@ -72,7 +45,7 @@ def test_a_verifier_that_scores_a_probe_high_is_flagged(world):
 def test_a_nul_in_what_the_verifiers_own_code_returns_is_saved_as_the_replacement_character(world):
     # PostgreSQL's jsonb refuses \u0000; a probe's reason quotes what the user's code returned.
     code = "def score(row, completion):\n    return (0.0, 'one' + chr(0) + 'two')\n"
-    created = create(api(world["owner"]), "nul", {"type": "custom_python", "code": code})
+    created = create(api_client(world["owner"]), "nul", {"type": "custom_python", "code": code})
     assert created.status_code == 201, created.content
     reasons = [p["reason"] for p in created.json()["versions"][0]["probe_results"]]
     assert "one\ufffdtwo" in reasons and not any("\x00" in reason for reason in reasons)
@@ -92,7 +65,7 @@ def test_a_nul_in_what_the_verifiers_own_code_returns_is_saved_as_the_replacemen
     ],
 )
 def test_a_bad_spec_is_a_400_naming_the_field(world, spec, field):
-    response = create(api(world["owner"]), "bad", spec)
+    response = create(api_client(world["owner"]), "bad", spec)
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == field
     assert not Verifier.objects.exists()
@@ -113,7 +86,7 @@ def test_preview_scores_samples_in_order_without_saving(world):
             {"name": "tagged", "spec": {"type": "regex", "pattern": "<answer>.*</answer>"}, "weight": 0},
         ],
     }
-    response = api(world["owner"]).post(
+    response = api_client(world["owner"]).post(
         "/api/v1/verifiers/preview", {"spec": spec, "samples": samples}, format="json"
     )
     assert response.status_code == 200, response.json()
@@ -130,7 +103,7 @@ def test_preview_runs_code_in_the_sandbox_and_a_crash_scores_zero(world):
         {"row": {"tests": ["assert result == 57"]}, "completion": "import os\nos._exit(0)"},
         {"row": {"tests": ["assert result == 57"]}, "completion": "x = [0] * (10 ** 10)"},
     ]
-    response = api(world["owner"]).post(
+    response = api_client(world["owner"]).post(
         "/api/v1/verifiers/preview", {"spec": {"type": "python_tests"}, "samples": samples}, format="json"
     )
     results = response.json()["results"]
@@ -152,13 +125,13 @@ def test_preview_runs_code_in_the_sandbox_and_a_crash_scores_zero(world):
     ],
 )
 def test_preview_input_errors_name_the_field(world, body, field):
-    response = api(world["owner"]).post("/api/v1/verifiers/preview", body, format="json")
+    response = api_client(world["owner"]).post("/api/v1/verifiers/preview", body, format="json")
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == field
 
 
 def test_validate_answers_as_the_user_types(world):
-    client = api(world["owner"])
+    client = api_client(world["owner"])
     ok = client.post("/api/v1/verifiers/validate", {"spec": {"type": "format"}}, format="json").json()
     assert ok["ok"] is True and ok["spec"]["think_tag"] == "think"
     bad = client.post(
@@ -169,7 +142,7 @@ def test_validate_answers_as_the_user_types(world):
 
 
 def test_the_type_catalogue_describes_every_field(world):
-    catalogue = api(world["owner"]).get("/api/v1/verifiers/types").json()
+    catalogue = api_client(world["owner"]).get("/api/v1/verifiers/types").json()
     assert [entry["type"] for entry in catalogue] == list(VERIFIER_TYPES)
     numeric = next(entry for entry in catalogue if entry["type"] == "numeric")
     assert {"name", "help", "default", "choices", "required", "kinds"} <= set(numeric["fields"][0])
@@ -177,9 +150,9 @@ def test_the_type_catalogue_describes_every_field(world):
 
 
 def test_the_openapi_schema_has_an_example_spec_per_type(world):
-    schema = api(world["owner"]).get("/api/schema/?format=json")
+    schema = api_client(world["owner"]).get("/api/schema/?format=json")
     if schema.status_code == 404:
-        schema = api(world["owner"]).get("/api/v1/schema?format=json")
+        schema = api_client(world["owner"]).get("/api/v1/schema?format=json")
     assert schema.status_code == 200
     text = schema.content.decode()
     for name in VERIFIER_TYPES:
@@ -188,7 +161,7 @@ def test_the_openapi_schema_has_an_example_spec_per_type(world):
 
 
 def test_clone_copies_the_latest_spec(world):
-    owner = api(world["owner"])
+    owner = api_client(world["owner"])
     body = create(owner, "original", {"type": "exact_match", "ignore_punctuation": True}).json()
     clone = owner.post(f"/api/v1/verifiers/{body['id']}/clone", {"name": "copy"}, format="json")
     assert clone.status_code == 201
@@ -197,21 +170,11 @@ def test_clone_copies_the_latest_spec(world):
     assert again.status_code == 400 and again.json()["errors"][0]["field"] == "name"
 
 
-def test_delete_only_when_no_job_used_it(world):
-    owner = api(world["owner"])
+def test_delete_only_when_no_job_used_it(world, launch):
+    owner = api_client(world["owner"])
     unused = create(owner, "unused", {"type": "exact_match"}).json()
     used = create(owner, "used", {"type": "exact_match"}).json()
-    version = dataset_version_create_from_rows(
-        team=world["core"], user=world["owner"], name="sums", rows=ROWS
-    )
-    job = job_launch(
-        team=world["core"],
-        user=world["owner"],
-        name="run",
-        dataset_version_id=version.id,
-        verifiers=[{"verifier_version": used["versions"][0]["id"], "weight": 1.0}],
-        params={"max_steps": 1},
-    )
+    job = launch(verifier=Verifier.objects.get(pk=used["id"]), max_steps=1)
     refused = owner.delete(f"/api/v1/verifiers/{used['id']}")
     assert refused.status_code == 409
     assert f"#{job.id}" in refused.json()["detail"] and "cannot be deleted" in refused.json()["detail"]
@@ -220,11 +183,11 @@ def test_delete_only_when_no_job_used_it(world):
 
 
 def test_viewers_and_outsiders_cannot_change_verifiers(world):
-    body = create(api(world["owner"]), "mine", {"type": "exact_match"}).json()
-    assert api(world["teammate"]).delete(f"/api/v1/verifiers/{body['id']}").status_code == 403
-    assert api(world["outsider"]).delete(f"/api/v1/verifiers/{body['id']}").status_code == 404
+    body = create(api_client(world["owner"]), "mine", {"type": "exact_match"}).json()
+    assert api_client(world["teammate"]).delete(f"/api/v1/verifiers/{body['id']}").status_code == 403
+    assert api_client(world["outsider"]).delete(f"/api/v1/verifiers/{body['id']}").status_code == 404
     assert (
-        api(world["outsider"])
+        api_client(world["outsider"])
         .post(f"/api/v1/verifiers/{body['id']}/clone", {"name": "x"}, format="json")
         .status_code
         == 404

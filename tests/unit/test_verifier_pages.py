@@ -4,34 +4,13 @@ flags, clone, delete, and the launch form's warning. Named users: owner, teammat
 import json
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
-from anneal.accounts.models import Organisation, Role
-from anneal.accounts.services import membership_set, team_create
-from anneal.datasets.services import dataset_version_create_from_rows
-from anneal.training.services import job_launch
 from anneal.verifiers.models import Verifier
 from anneal.verifiers.services import verifier_create
 from gpu_jobs.rewards import VERIFIER_TYPES
 
 pytestmark = pytest.mark.django_db
-
-ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a, b in [(12, 45), (3, 4), (20, 22), (7, 8)] * 2]
-
-
-@pytest.fixture
-def world(db, settings, tmp_path):
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
-    org = Organisation.objects.create(name="Acme")
-    owner = User.objects.create_user("owner")
-    teammate = User.objects.create_user("teammate")
-    outsider = User.objects.create_user("outsider")
-    core = team_create(organisation=org, name="Core", owner=owner)
-    membership_set(team=core, user=teammate, role=Role.VIEWER)
-    team_create(organisation=org, name="Rivals", owner=outsider)
-    return {"owner": owner, "teammate": teammate, "outsider": outsider, "core": core}
 
 
 @pytest.fixture
@@ -116,7 +95,7 @@ def test_edit_saves_a_new_version_and_the_page_shows_the_diff(owner, world):
     assert "Hack probes" in detail
 
 
-def test_a_flagged_verifier_is_marked_on_its_page_and_the_launch_form_warns(owner, world):
+def test_a_flagged_verifier_is_marked_on_its_page_and_the_launch_form_warns(owner, world, launch):
     verifier_create(
         team=world["core"], user=world["owner"], name="careful", spec={"type": "numeric", "extract": "tag"}
     )
@@ -130,10 +109,10 @@ def test_a_flagged_verifier_is_marked_on_its_page_and_the_launch_form_warns(owne
     assert 'id="verifier-flagged"' in detail and "listing many guesses" in detail
     listing = owner.get(reverse("verifier-list")).content.decode()
     assert listing.count(">flagged<") == 1
-    dataset_version_create_from_rows(team=world["core"], user=world["owner"], name="sums", rows=ROWS)
-    launch = owner.get(reverse("job-new")).content.decode()
-    assert launch.count('class="small verifier-flag"') == 1
-    assert "Scores a hack probe high" in launch
+    launch.version()  # a dataset to launch on, as when a user opens the form for real
+    form = owner.get(reverse("job-new")).content.decode()
+    assert form.count('class="small verifier-flag"') == 1
+    assert "Scores a hack probe high" in form
 
 
 def test_clone_and_delete_from_the_page(owner, world):
@@ -148,21 +127,11 @@ def test_clone_and_delete_from_the_page(owner, world):
     assert response.url == reverse("verifier-list") and not Verifier.objects.filter(name="copy").exists()
 
 
-def test_a_verifier_a_job_used_cannot_be_deleted_and_the_page_says_why(owner, world):
+def test_a_verifier_a_job_used_cannot_be_deleted_and_the_page_says_why(owner, world, launch):
     verifier = verifier_create(
         team=world["core"], user=world["owner"], name="used", spec={"type": "exact_match"}
     )
-    version = dataset_version_create_from_rows(
-        team=world["core"], user=world["owner"], name="sums", rows=ROWS
-    )
-    job_launch(
-        team=world["core"],
-        user=world["owner"],
-        name="run",
-        dataset_version_id=version.id,
-        verifiers=[{"verifier_version": verifier.latest_version.id, "weight": 1.0}],
-        params={"max_steps": 1},
-    )
+    launch(verifier=verifier, max_steps=1)
     response = owner.post(reverse("verifier-delete", args=[verifier.pk]), follow=True)
     assert "cannot be deleted" in response.content.decode()
     assert Verifier.objects.filter(pk=verifier.pk).exists()

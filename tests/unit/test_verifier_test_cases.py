@@ -1,41 +1,25 @@
 """A rollout flagged on a job page becomes a test case of the verifier, checked against its latest version."""
 
 import pytest
-from django.contrib.auth.models import User
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import api_token_create, membership_set, team_create
-from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.training.events import job_events_record
-from anneal.training.services import job_launch
 from anneal.verifiers.services import verifier_create, verifier_version_create
+from tests.world import ROWS, page_client, token_client
 
 pytestmark = pytest.mark.django_db
 
-ROWS = [{"prompt": f"{n}+1=", "answer": str(n + 1)} for n in range(8)]
-
 
 @pytest.fixture
-def world(settings, tmp_path):
-    settings.DATASET_DIR = tmp_path
-    org = Organisation.objects.create(name="Acme")
-    owner, viewer, outsider = (User.objects.create_user(name) for name in ("owner", "viewer", "outsider"))
-    team = team_create(organisation=org, name="Core", owner=owner)
-    membership_set(team=team, user=viewer, role="viewer")
-    team_create(organisation=org, name="Rivals", owner=outsider)
-    version = dataset_version_create_from_rows(team=team, user=owner, name="sums", rows=ROWS)
+def hedged(world, launch) -> dict:
+    """A job of Core trained with a lax verifier, and the seq of a rollout that hedged its way to a reward."""
     # A lax verifier: it takes the last number anywhere in the text, so "5 or 6" passes for 6.
     verifier = verifier_create(
-        team=team, user=owner, name="lax", spec={"type": "exact_match", "extract": "last_number"}
+        team=world["core"],
+        user=world["owner"],
+        name="lax",
+        spec={"type": "exact_match", "extract": "last_number"},
     )
-    job = job_launch(
-        team=team,
-        user=owner,
-        name="j",
-        dataset_version_id=version.id,
-        verifiers=[{"verifier_version": verifier.latest_version.id}],
-    )
+    job = launch("j", verifier=verifier)  # on the launcher's rows, tests.world.ROWS
     rollout = {
         "step": 1,
         "prompt": "5+1=",
@@ -45,29 +29,12 @@ def world(settings, tmp_path):
         "row_index": 5,
     }
     seq = job_events_record(job_id=job.pk, events=[("rollout", rollout)])[0].seq
-
-    def client(user):
-        api = APIClient()
-        _, raw = api_token_create(
-            user=user, team=team if user != outsider else outsider.memberships.get().team, name="t"
-        )
-        api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-        return api
-
-    return {
-        "job": job,
-        "seq": seq,
-        "verifier": verifier,
-        "client": client,
-        "owner": owner,
-        "viewer": viewer,
-        "outsider": outsider,
-    }
+    return {"job": job, "seq": seq, "verifier": verifier}
 
 
-def test_a_flagged_hack_becomes_a_failing_case_until_the_verifier_is_fixed(world):
-    owner = world["client"](world["owner"])
-    job, seq, verifier = world["job"], world["seq"], world["verifier"]
+def test_a_flagged_hack_becomes_a_failing_case_until_the_verifier_is_fixed(world, hedged):
+    owner = token_client(world["owner"])
+    job, seq, verifier = hedged["job"], hedged["seq"], hedged["verifier"]
     flagged = owner.post(
         f"/api/v1/jobs/{job.pk}/rollouts/{seq}/flag",
         {"verifier": verifier.pk, "expected_pass": False, "note": "hedging between two answers"},
@@ -83,15 +50,13 @@ def test_a_flagged_hack_becomes_a_failing_case_until_the_verifier_is_fixed(world
     fixed = owner.get(f"/api/v1/verifiers/{verifier.pk}/test-cases").json()
     assert fixed[0]["score"] == 0.0 and fixed[0]["ok"] is True
 
-    page = APIClient()
-    page.force_login(world["owner"])
-    detail = page.get(f"/verifiers/{verifier.pk}/")
+    detail = page_client(world["owner"]).get(f"/verifiers/{verifier.pk}/")
     assert b"hedging between two answers" in detail.content
 
 
-def test_flagging_names_what_is_wrong_and_respects_roles(world):
-    job, seq, verifier = world["job"], world["seq"], world["verifier"]
-    owner, viewer, outsider = (world["client"](world[name]) for name in ("owner", "viewer", "outsider"))
+def test_flagging_names_what_is_wrong_and_respects_roles(world, hedged):
+    job, seq, verifier = hedged["job"], hedged["seq"], hedged["verifier"]
+    owner, viewer, outsider = (token_client(world[name]) for name in ("owner", "teammate", "outsider"))
     url = f"/api/v1/jobs/{job.pk}/rollouts/{{}}/flag"
     body = {"verifier": verifier.pk, "expected_pass": False}
     assert viewer.post(url.format(seq), body, format="json").status_code == 403
