@@ -4,57 +4,28 @@ time limit, attempts (fencing, restarts, the heartbeat reaper) and the event sin
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
 from django.utils import timezone
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
-from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.errors import InputError
 from anneal.training.costs import job_estimate, job_spend
 from anneal.training.dispatch import jobs_dispatch
 from anneal.training.housekeeping import jobs_reap_stale
 from anneal.training.models import Job, JobState, TeamLimits
 from anneal.training.selectors import queue_state
-from anneal.training.services import job_claim, job_launch
+from anneal.training.services import job_claim
 from anneal.training.state import attempt_end, job_limits_enforce, job_pause, job_resume
-from anneal.verifiers.services import verifier_create
 from gpu_jobs.control import JobAbandoned
 from workers.sink import DjangoEventSink
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def acme(settings, tmp_path):
-    settings.DATASET_DIR = tmp_path
+@pytest.fixture(autouse=True)
+def run_limits(settings):
     settings.JOB_GPU_SLOTS = 1
     settings.JOB_TEAM_MAX_RUNNING = 2
     settings.JOB_TEAM_MAX_DEVICES = 8
     settings.JOB_MAX_RESTARTS = 1
-    owner = User.objects.create_user("owner")
-    organisation = Organisation.objects.create(name="Acme")
-    teams = {}
-    for name in ("Core", "Other"):
-        team = team_create(organisation=organisation, name=name, owner=owner)
-        version = dataset_version_create_from_rows(
-            team=team, user=owner, name="d", rows=[{"prompt": "1+1=", "answer": "2"}] * 8
-        )
-        verifier = verifier_create(team=team, user=owner, name="exact", spec={"type": "exact_match"})
-        teams[name] = (team, version, verifier)
-
-    def launch(team_name: str = "Core", **params) -> Job:
-        team, version, verifier = teams[team_name]
-        return job_launch(
-            team=team,
-            user=owner,
-            name=f"{team_name} {params}",
-            dataset_version_id=version.id,
-            verifiers=[{"verifier_version": verifier.latest_version.id}],
-            params=params,
-        )
-
-    return {"owner": owner, "launch": launch, "team": teams["Core"][0], "other": teams["Other"][0]}
 
 
 @pytest.mark.parametrize(
@@ -70,25 +41,25 @@ def acme(settings, tmp_path):
         ({"pause_on_alarms": "no_signal, bogus"}, "params.pause_on_alarms"),
     ],
 )
-def test_bad_limits_are_refused_with_the_field_named(acme, params, field):
+def test_bad_limits_are_refused_with_the_field_named(launch, params, field):
     with pytest.raises(InputError) as caught:
-        acme["launch"](**params)
+        launch(**params)
     assert [e["field"] for e in caught.value.errors] == [field]
     assert not Job.objects.exists()
 
 
-def test_limits_are_frozen_in_the_spec_and_copied_to_the_job(acme):
-    job = acme["launch"](budget=2.5, priority=7, devices=2, device_type="H100", pause_on_alarms="no_signal")
+def test_limits_are_frozen_in_the_spec_and_copied_to_the_job(launch):
+    job = launch(budget=2.5, priority=7, devices=2, device_type="H100", pause_on_alarms="no_signal")
     assert job.spec["budget"] == 2.5 and job.spec["pause_on_alarms"] == "no_signal"
     assert (job.priority, job.devices, job.device_type) == (7, 2, "h100")
     assert job.queued_at is not None and job.dispatched_at is None
 
 
-def test_dispatch_fills_free_slots_by_priority_then_order_within_team_limits(acme, settings):
-    low = acme["launch"]()
-    high = acme["launch"](priority=5)
-    later = acme["launch"](priority=5)
-    other = acme["launch"]("Other")
+def test_dispatch_fills_free_slots_by_priority_then_order_within_team_limits(world, launch, settings):
+    low = launch()
+    high = launch(priority=5)
+    later = launch(priority=5)
+    other = launch(team=world["rivals"])
     assert jobs_dispatch() == [high.pk]  # one slot
     assert jobs_dispatch() == []  # the slot is taken by the dispatched job
     queue = queue_state()
@@ -102,17 +73,17 @@ def test_dispatch_fills_free_slots_by_priority_then_order_within_team_limits(acm
 
     # Two more slots, but team Core may run one job at a time: its next job is held, Other's goes.
     settings.JOB_GPU_SLOTS = 3
-    TeamLimits.objects.create(team=acme["team"], max_running_jobs=1)
+    TeamLimits.objects.create(team=world["core"], max_running_jobs=1)
     assert jobs_dispatch() == [other.pk]
     held = {w["job"].pk: w["held_by"] for w in queue_state()["waiting"]}
     assert "already runs 1 job" in held[later.pk]
     # Positions are global; a team sees only its own jobs.
-    mine = queue_state(teams=[acme["other"]])
+    mine = queue_state(teams=[world["rivals"]])
     assert mine["waiting"] == [] and mine["waiting_total"] == 2
 
 
-def test_claim_numbers_attempts_and_old_attempts_cannot_end_the_job(acme):
-    job = acme["launch"]()
+def test_claim_numbers_attempts_and_old_attempts_cannot_end_the_job(launch):
+    job = launch()
     assert job_claim(job_id=job.pk, worker="w1") == 1
     assert job_claim(job_id=job.pk, worker="w2") is None  # already running
     assert (
@@ -135,12 +106,12 @@ def test_claim_numbers_attempts_and_old_attempts_cannot_end_the_job(acme):
     assert job.state == "failed" and "gave up after 1 restart" in job.error
 
 
-def test_reaper_requeues_a_job_whose_worker_vanished_and_ends_the_others(acme):
-    running, cancelling = acme["launch"](), acme["launch"]()
+def test_reaper_requeues_a_job_whose_worker_vanished_and_ends_the_others(launch):
+    running, cancelling = launch(), launch()
     for job in (running, cancelling):
         job_claim(job_id=job.pk, worker="gone")
     Job.objects.filter(pk=cancelling.pk).update(state=JobState.CANCELLING)
-    fresh = acme["launch"]()
+    fresh = launch()
     job_claim(job_id=fresh.pk, worker="alive")
     Job.objects.exclude(pk=fresh.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=10))
     assert jobs_reap_stale(timeout_s=120) == 2
@@ -150,14 +121,14 @@ def test_reaper_requeues_a_job_whose_worker_vanished_and_ends_the_others(acme):
     assert event["requeued"] and "no heartbeat for 120 s" in event["reason"]
 
 
-def test_pause_resume_and_the_budget(acme):
-    job = acme["launch"](budget=0.01)
-    paused = job_pause(job=job, user=acme["owner"])  # still waiting: pauses at once
+def test_pause_resume_and_the_budget(world, launch):
+    job = launch(budget=0.01)
+    paused = job_pause(job=job, user=world["owner"])  # still waiting: pauses at once
     assert paused.state == "paused" and paused.reason == "paused by owner"
     with pytest.raises(InputError) as caught:
-        job_pause(job=paused, user=acme["owner"])
+        job_pause(job=paused, user=world["owner"])
     assert caught.value.errors[0]["field"] == "state"
-    resumed = job_resume(job=paused, user=acme["owner"])
+    resumed = job_resume(job=paused, user=world["owner"])
     assert resumed.state == "queued" and resumed.reason == ""
 
     job_claim(job_id=job.pk, worker="w")
@@ -170,17 +141,17 @@ def test_pause_resume_and_the_budget(acme):
     job.refresh_from_db()
     assert job.reason.startswith("budget cap reached") and job_spend(job)["total"] >= 0.2
     with pytest.raises(InputError) as caught:
-        job_resume(job=job, user=acme["owner"])
+        job_resume(job=job, user=world["owner"])
     assert caught.value.errors[0]["field"] == "budget" and "raise the budget" in str(caught.value)
     with pytest.raises(InputError) as caught:
-        job_resume(job=job, user=acme["owner"], budget=-3)
+        job_resume(job=job, user=world["owner"], budget=-3)
     assert caught.value.errors[0]["field"] == "params.budget"
-    job = job_resume(job=job, user=acme["owner"], budget=1.0)
+    job = job_resume(job=job, user=world["owner"], budget=1.0)
     assert job.state == "queued" and job.spec["budget"] == 1.0
 
 
-def test_time_limit_asks_the_job_to_stop(acme):
-    job = acme["launch"](time_limit_minutes=1)
+def test_time_limit_asks_the_job_to_stop(launch):
+    job = launch(time_limit_minutes=1)
     job_claim(job_id=job.pk, worker="w")
     assert job_limits_enforce(job_id=job.pk) is None
     Job.objects.filter(pk=job.pk).update(attempt_started_at=timezone.now() - timedelta(seconds=61))
@@ -192,22 +163,22 @@ def test_time_limit_asks_the_job_to_stop(acme):
     assert job.is_finished and job.finished_at and job.run_seconds >= 61
 
 
-def test_estimate_prices_devices_and_sandboxes_and_learns_from_finished_jobs(acme, settings):
-    job = acme["launch"](devices=2, device_type="h100", budget=0.001)
-    estimate = job_estimate(spec=job.spec, team=acme["team"])
+def test_estimate_prices_devices_and_sandboxes_and_learns_from_finished_jobs(world, launch, settings):
+    job = launch(devices=2, device_type="h100", budget=0.001)
+    estimate = job_estimate(spec=job.spec, team=world["core"])
     assert estimate["basis"].startswith("default rates") and estimate["price_per_device_hour"] == 3.5
     assert estimate["device_cost"] == pytest.approx(estimate["device_hours"] * 3.5, rel=1e-3)
     assert estimate["total"] > estimate["device_cost"] and estimate["over_budget"]
     Job.objects.filter(pk=job.pk).update(
         state=JobState.SUCCEEDED, step=20, run_seconds=100, sandbox_seconds=10
     )
-    timed = job_estimate(spec=job.spec, team=acme["team"])
+    timed = job_estimate(spec=job.spec, team=world["core"])
     assert timed["basis"] == f"timed from job #{job.pk} on the same model"
     assert timed["seconds"] == pytest.approx(100.0)  # 20 steps at the measured 5 s a step
 
 
-def test_sink_drops_reports_of_rerun_steps_and_refuses_an_old_attempt(acme):
-    job = acme["launch"](pause_on_alarms="length_drift")
+def test_sink_drops_reports_of_rerun_steps_and_refuses_an_old_attempt(launch):
+    job = launch(pause_on_alarms="length_drift")
     job_claim(job_id=job.pk, worker="w")
     first = DjangoEventSink(job_id=job.pk, attempt=1)
     first.emit("metric", {"step": 0, "profile/kept": 3.0})  # before the first step: kept

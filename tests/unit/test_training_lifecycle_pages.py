@@ -3,53 +3,26 @@
 Named users: owner (owner of team Core), teammate (viewer in Core)."""
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
-from anneal.accounts.models import Organisation, Role
-from anneal.accounts.services import membership_set, team_create
-from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.training.dispatch import jobs_dispatch
 from anneal.training.models import Job
-from anneal.training.services import job_launch
-from anneal.verifiers.services import verifier_create
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def world(settings, tmp_path, client):
-    settings.DATASET_DIR = tmp_path
+@pytest.fixture(autouse=True)
+def one_slot(settings):
     settings.JOB_GPU_SLOTS = 1
-    owner = User.objects.create_user("owner")
-    teammate = User.objects.create_user("teammate")
-    core = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=owner)
-    membership_set(team=core, user=teammate, role=Role.VIEWER)
-    version = dataset_version_create_from_rows(
-        team=core, user=owner, name="sums", rows=[{"prompt": "1+2=", "answer": "3"}] * 8
-    )
-    verifier = verifier_create(team=core, user=owner, name="exact", spec={"type": "exact_match"})
-    client.force_login(owner)
-    return {"owner": owner, "teammate": teammate, "core": core, "version": version, "verifier": verifier}
 
 
-def launch(world, name: str, **params) -> Job:
-    return job_launch(
-        team=world["core"],
-        user=world["owner"],
-        name=name,
-        dataset_version_id=world["version"].id,
-        verifiers=[{"verifier_version": world["verifier"].latest_version.id}],
-        params=params,
-    )
-
-
-def test_launch_form_estimates_the_cost_without_launching(client, world):
-    vv = world["verifier"].latest_version
+def test_launch_form_estimates_the_cost_without_launching(client, world, launch):
+    client.force_login(world["owner"])
+    vv = launch.verifier().latest_version
     form = client.get(reverse("job-new")).content.decode()
     for name in ("p_budget", "p_time_limit_minutes", "p_priority", "p_devices", "p_device_type"):
         assert f'name="{name}"' in form
-    fields = {"dataset_version": world["version"].pk, f"use_{vv.pk}": "on", "p_max_steps": 40}
+    fields = {"dataset_version": launch.version().pk, f"use_{vv.pk}": "on", "p_max_steps": 40}
     page = client.post(reverse("job-new"), {**fields, "p_devices": 2, "estimate": "1"}).content.decode()
     assert 'id="estimate"' in page and "2 × cpu at 0.1/h" in page and "Nothing was launched" in page
     assert not Job.objects.exists()
@@ -58,12 +31,9 @@ def test_launch_form_estimates_the_cost_without_launching(client, world):
     assert "must be &gt;= 0" in setting[: setting.index("</div>")] and not Job.objects.exists()
 
 
-def test_queue_page_shows_position_and_estimated_start(client, world):
-    first, second, urgent = (
-        launch(world, "first"),
-        launch(world, "second"),
-        launch(world, "urgent", priority=9),
-    )
+def test_queue_page_shows_position_and_estimated_start(client, world, launch):
+    client.force_login(world["owner"])
+    first, second, urgent = launch("first"), launch("second"), launch("urgent", priority=9)
     assert jobs_dispatch() == [urgent.pk]
     page = client.get(reverse("job-queue")).content.decode()
     waiting = page[page.index('id="queue-waiting"') :]
@@ -72,8 +42,9 @@ def test_queue_page_shows_position_and_estimated_start(client, world):
     assert "Queue" in client.get(reverse("job-list")).content.decode()
 
 
-def test_pause_and_resume_from_the_job_page(client, world):
-    job = launch(world, "to pause", budget=1.5)
+def test_pause_and_resume_from_the_job_page(client, world, launch):
+    client.force_login(world["owner"])
+    job = launch("to pause", budget=1.5)
     page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
     assert 'id="pause-form"' in page and 'id="job-spend"' in page and "1.5000" in page
     client.post(reverse("job-pause", args=[job.pk]))
