@@ -2,24 +2,19 @@
 it, and the rollouts that tried to tamper are one click away on the job page and one filter away in the API.
 
 Events are written through the real event sink, with the payloads the trainer writes (gpu_jobs.grpo).
-Named users: owner (team Core), outsider (team Other).
+Named users: owner (team Core), outsider (team Rivals).
 """
 
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
-from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.errors import InputError
 from anneal.training.housekeeping import rollouts_prune
 from anneal.training.models import EventKind, Job, JobEvent
-from anneal.training.services import job_claim, job_launch
-from anneal.verifiers.services import verifier_create
+from anneal.training.services import job_claim
 from workers.sink import DjangoEventSink
 
 pytestmark = pytest.mark.django_db
@@ -32,31 +27,9 @@ ALARM = {
 }
 
 
-@pytest.fixture
-def world(settings, tmp_path):
-    settings.DATASET_DIR = tmp_path
+@pytest.fixture(autouse=True)
+def one_slot(settings):
     settings.JOB_GPU_SLOTS = 1
-    owner = User.objects.create_user("owner")
-    outsider = User.objects.create_user("outsider")
-    organisation = Organisation.objects.create(name="Acme")
-    core = team_create(organisation=organisation, name="Core", owner=owner)
-    team_create(organisation=organisation, name="Other", owner=outsider)
-    version = dataset_version_create_from_rows(
-        team=core, user=owner, name="code", rows=[{"prompt": "write f", "answer": "1"}] * 8
-    )
-    verifier = verifier_create(team=core, user=owner, name="exact", spec={"type": "exact_match"})
-
-    def launch(**params) -> Job:
-        return job_launch(
-            team=core,
-            user=owner,
-            name="tampering",
-            dataset_version_id=version.id,
-            verifiers=[{"verifier_version": verifier.latest_version.id}],
-            params=params,
-        )
-
-    return {"owner": owner, "outsider": outsider, "launch": launch}
 
 
 def rollout(step: int, completion: str, *, reason: str = "", **extra) -> tuple[str, dict]:
@@ -65,8 +38,8 @@ def rollout(step: int, completion: str, *, reason: str = "", **extra) -> tuple[s
     return "rollout", {**payload, **extra}
 
 
-def running_job(world, **params) -> tuple[Job, DjangoEventSink]:
-    job = world["launch"](**params)
+def running_job(launch, **params) -> tuple[Job, DjangoEventSink]:
+    job = launch("tampering", **params)
     job_claim(job_id=job.pk, worker="w")
     return job, DjangoEventSink(job_id=job.pk, attempt=1)
 
@@ -91,8 +64,8 @@ def report_two_steps(sink: DjangoEventSink) -> None:
 # --- pause_on_alarms ----------------------------------------------------------------------------------------
 
 
-def test_a_job_set_to_pause_on_reward_tampering_pauses_with_the_alarm_as_reason(world):
-    job, sink = running_job(world, pause_on_alarms="reward_tampering")
+def test_a_job_set_to_pause_on_reward_tampering_pauses_with_the_alarm_as_reason(launch):
+    job, sink = running_job(launch, pause_on_alarms="reward_tampering")
     assert job.spec["pause_on_alarms"] == "reward_tampering"
     report_two_steps(sink)
     job.refresh_from_db()
@@ -100,20 +73,20 @@ def test_a_job_set_to_pause_on_reward_tampering_pauses_with_the_alarm_as_reason(
     assert job.reason == f"alarm reward_tampering at step 2: {ALARM['message']}"
 
 
-def test_all_pauses_on_it_and_another_alarm_s_setting_does_not(world):
-    job, sink = running_job(world, pause_on_alarms="all")
+def test_all_pauses_on_it_and_another_alarm_s_setting_does_not(launch):
+    job, sink = running_job(launch, pause_on_alarms="all")
     sink.emit("alarm", ALARM)
     job.refresh_from_db()
     assert job.state == "pausing"
-    other, sink = running_job(world, pause_on_alarms="no_signal")
+    other, sink = running_job(launch, pause_on_alarms="no_signal")
     sink.emit("alarm", ALARM)
     other.refresh_from_db()
     assert other.state == "running" and other.events.filter(kind=EventKind.ALARM).count() == 1
 
 
-def test_a_misspelt_alarm_is_refused_naming_the_known_ones(world):
+def test_a_misspelt_alarm_is_refused_naming_the_known_ones(launch):
     with pytest.raises(InputError) as caught:
-        world["launch"](pause_on_alarms="reward_tamper")
+        launch("tampering", pause_on_alarms="reward_tamper")
     assert caught.value.errors[0]["field"] == "params.pause_on_alarms"
     assert "reward_tampering" in str(caught.value)
 
@@ -121,8 +94,8 @@ def test_a_misspelt_alarm_is_refused_naming_the_known_ones(world):
 # --- the API filter -------------------------------------------------------------------------------------
 
 
-def test_the_api_lists_only_the_rollouts_that_tried_to_tamper(client, world):
-    job, sink = running_job(world)
+def test_the_api_lists_only_the_rollouts_that_tried_to_tamper(client, world, launch):
+    job, sink = running_job(launch)
     report_two_steps(sink)
     client.force_login(world["owner"])
     url = f"/api/v1/jobs/{job.pk}/rollouts"
@@ -149,8 +122,8 @@ def test_the_api_lists_only_the_rollouts_that_tried_to_tamper(client, world):
     ]
 
 
-def test_the_api_refuses_bad_filters_by_name_and_hides_other_teams_jobs(client, world):
-    job, sink = running_job(world)
+def test_the_api_refuses_bad_filters_by_name_and_hides_other_teams_jobs(client, world, launch):
+    job, sink = running_job(launch)
     report_two_steps(sink)
     client.force_login(world["owner"])
     bad = client.get(f"/api/v1/jobs/{job.pk}/rollouts", {"tampering": "perhaps"})
@@ -160,8 +133,8 @@ def test_the_api_refuses_bad_filters_by_name_and_hides_other_teams_jobs(client, 
     assert client.get(f"/api/v1/jobs/{job.pk}/rollouts", {"tampering": "1"}).status_code == 404
 
 
-def test_a_pruned_tampering_rollout_keeps_what_it_tried(client, world):
-    job, sink = running_job(world)
+def test_a_pruned_tampering_rollout_keeps_what_it_tried(client, world, launch):
+    job, sink = running_job(launch)
     report_two_steps(sink)
     JobEvent.objects.filter(job=job).update(created_at=timezone.now() - timedelta(days=40))
     assert rollouts_prune(older_than_days=30) == 6
@@ -180,8 +153,8 @@ def test_a_pruned_tampering_rollout_keeps_what_it_tried(client, world):
 # --- the pages ------------------------------------------------------------------------------------------
 
 
-def test_the_job_page_shows_the_alarm_with_the_offending_rollouts_one_click_away(client, world):
-    job, sink = running_job(world)
+def test_the_job_page_shows_the_alarm_with_the_offending_rollouts_one_click_away(client, world, launch):
+    job, sink = running_job(launch)
     client.force_login(world["owner"])
     page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
     assert 'id="job-tampering"' not in page
@@ -194,8 +167,8 @@ def test_the_job_page_shows_the_alarm_with_the_offending_rollouts_one_click_away
     assert f'href="/jobs/{job.pk}/rollouts/?tampering=1"' in box
 
 
-def test_the_rollouts_page_filters_to_the_tampering_ones(client, world):
-    job, sink = running_job(world)
+def test_the_rollouts_page_filters_to_the_tampering_ones(client, world, launch):
+    job, sink = running_job(launch)
     report_two_steps(sink)
     client.force_login(world["owner"])
     url = reverse("job-rollouts", args=[job.pk])
