@@ -8,16 +8,12 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
-from django.test import Client
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
-from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.training.consumers import LIVE_ROLLOUT_BURST, PAGE_SIZE, REPLAY_ROLLOUTS
 from anneal.training.events import job_events_record, job_group
 from anneal.training.models import Job, JobEvent, JobState
-from anneal.training.services import job_finish, job_launch
-from anneal.verifiers.services import verifier_create
+from anneal.training.services import job_finish
+from tests.world import page_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,41 +22,24 @@ TIMEOUT = 5
 
 
 @pytest.fixture(autouse=True)
-def private_channel_layer(settings, tmp_path):
+def private_channel_layer(settings):
     # Each test gets its own key prefix: group names ("job-1") repeat across test databases and runs.
     layers = {**settings.CHANNEL_LAYERS}
     layers["default"] = {**layers["default"], "CONFIG": {**layers["default"]["CONFIG"]}}
     layers["default"]["CONFIG"]["prefix"] = f"test-{uuid.uuid4().hex[:8]}"
     settings.CHANNEL_LAYERS = layers
-    settings.DATASET_DIR = tmp_path
 
 
 @pytest.fixture
-def world():
-    org = Organisation.objects.create(name="Acme")
-    owner = User.objects.create_user("owner")
-    outsider = User.objects.create_user("outsider")
-    core = team_create(organisation=org, name="Core", owner=owner)
-    team_create(organisation=org, name="Rivals", owner=outsider)
-    rows = [{"prompt": f"{n}+1=", "answer": str(n + 1)} for n in range(8)]
-    version = dataset_version_create_from_rows(team=core, user=owner, name="sums", rows=rows)
-    verifier = verifier_create(team=core, user=owner, name="exact", spec={"type": "exact_match"})
-    job = job_launch(
-        team=core,
-        user=owner,
-        name="live",
-        dataset_version_id=version.id,
-        verifiers=[{"verifier_version": verifier.latest_version.id, "weight": 1.0}],
-    )
-    return {"owner": owner, "outsider": outsider, "job": job}
+def job(launch) -> Job:
+    return launch("live")
 
 
 def session_cookie(user: User | None) -> list[tuple[bytes, bytes]]:
     if user is None:
         return []
-    client = Client()
-    client.force_login(user)
-    return [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    session = page_client(user).cookies["sessionid"].value
+    return [(b"cookie", f"sessionid={session}".encode())]
 
 
 def communicator(job: Job, user: User | None, *, after: int = 0) -> WebsocketCommunicator:
@@ -96,8 +75,8 @@ async def receive_frames(ws: WebsocketCommunicator, count: int) -> tuple[list[di
     return events, skipped
 
 
-def test_replays_after_n_then_streams_a_live_event_once(world):
-    job = world["job"]  # seq 1 is the "queued" state event
+def test_replays_after_n_then_streams_a_live_event_once(world, job):
+    # seq 1 is the "queued" state event
     metrics(job, 5)  # seqs 2..6
     ws = communicator(job, world["owner"], after=3)
 
@@ -117,8 +96,8 @@ def test_replays_after_n_then_streams_a_live_event_once(world):
     async_to_sync(scenario)()
 
 
-def test_whatever_a_client_sends_is_ignored_and_the_stream_goes_on(world):
-    job = world["job"]  # seq 1 is the "queued" state event
+def test_whatever_a_client_sends_is_ignored_and_the_stream_goes_on(world, job):
+    # seq 1 is the "queued" state event
     ws = communicator(job, world["owner"], after=1)
 
     async def scenario():
@@ -136,8 +115,7 @@ def test_whatever_a_client_sends_is_ignored_and_the_stream_goes_on(world):
     async_to_sync(scenario)()
 
 
-def test_a_duplicate_is_dropped_and_a_gap_is_filled_from_the_database(world):
-    job = world["job"]
+def test_a_duplicate_is_dropped_and_a_gap_is_filled_from_the_database(world, job):
     ws = communicator(job, world["owner"])
 
     async def scenario():
@@ -157,8 +135,7 @@ def test_a_duplicate_is_dropped_and_a_gap_is_filled_from_the_database(world):
     async_to_sync(scenario)()
 
 
-def test_replay_pages_through_long_histories_in_order(world):
-    job = world["job"]
+def test_replay_pages_through_long_histories_in_order(world, job):
     total = PAGE_SIZE * 2 + 7
     # No one listens yet, so these skip publishing: a thousand group sends would only cost time.
     _store_without_broadcast(job, total - 1)
@@ -174,8 +151,7 @@ def test_replay_pages_through_long_histories_in_order(world):
 
 
 @pytest.mark.parametrize(("who", "code"), [("outsider", 4404), (None, 4401)])
-def test_outsider_and_anonymous_are_closed_with_a_code(world, who, code):
-    job = world["job"]
+def test_outsider_and_anonymous_are_closed_with_a_code(world, job, who, code):
     ws = communicator(job, world[who] if who else None)
 
     async def scenario():
@@ -185,9 +161,9 @@ def test_outsider_and_anonymous_are_closed_with_a_code(world, who, code):
     async_to_sync(scenario)()
 
 
-def test_a_job_that_does_not_exist_is_closed_like_another_teams(world):
-    job = Job(pk=world["job"].pk + 1000)
-    ws = communicator(job, world["owner"])
+def test_a_job_that_does_not_exist_is_closed_like_another_teams(world, job):
+    missing = Job(pk=job.pk + 1000)
+    ws = communicator(missing, world["owner"])
 
     async def scenario():
         await ws.connect(timeout=TIMEOUT)
@@ -196,8 +172,7 @@ def test_a_job_that_does_not_exist_is_closed_like_another_teams(world):
     async_to_sync(scenario)()
 
 
-def test_a_long_replay_sends_only_the_newest_rollouts_and_lists_the_rest(world):
-    job = world["job"]
+def test_a_long_replay_sends_only_the_newest_rollouts_and_lists_the_rest(world, job):
     _store_without_broadcast(job, REPLAY_ROLLOUTS + 50, kind="rollout")  # seqs 2..251
     metrics(job, 3)  # 252..254: metrics always go out
     ws = communicator(job, world["owner"])
@@ -214,8 +189,7 @@ def test_a_long_replay_sends_only_the_newest_rollouts_and_lists_the_rest(world):
     async_to_sync(scenario)()
 
 
-def test_a_live_flood_of_rollouts_is_sampled_but_every_metric_arrives(world):
-    job = world["job"]
+def test_a_live_flood_of_rollouts_is_sampled_but_every_metric_arrives(world, job):
     ws = communicator(job, world["owner"])
     flood = [("rollout", {"step": 1, "reward": 0.5}) for _ in range(150)] + [("metric", {"step": 1})]
 
@@ -234,8 +208,7 @@ def test_a_live_flood_of_rollouts_is_sampled_but_every_metric_arrives(world):
     async_to_sync(scenario)()
 
 
-def test_reconnecting_mid_stream_leaves_no_gap_and_no_duplicate(world):
-    job = world["job"]
+def test_reconnecting_mid_stream_leaves_no_gap_and_no_duplicate(world, job):
     held: list[int] = []
     first = communicator(job, world["owner"])
     again = communicator(job, world["owner"], after=11)  # the last seq the first connection will hold
@@ -273,10 +246,9 @@ def _store_without_broadcast(job: Job, count: int, *, kind: str = "log") -> list
     return [event.as_message() for event in JobEvent.objects.bulk_create(events)]
 
 
-def test_a_nul_character_in_a_rollout_is_stored_as_the_replacement_character(world):
+def test_a_nul_character_in_a_rollout_is_stored_as_the_replacement_character(job):
     # A byte-level model can sample NUL, and a sandbox can print it; PostgreSQL's jsonb refuses \u0000.
     # A literal backslash-u0000 typed as text is not a NUL and stays as it was.
-    job = world["job"]
     payload = {
         "step": 1,
         "completion": "\x0042\x00",
@@ -293,9 +265,8 @@ def test_a_nul_character_in_a_rollout_is_stored_as_the_replacement_character(wor
     }
 
 
-def test_a_job_whose_log_tail_holds_a_nul_still_ends_with_its_error(world):
+def test_a_job_whose_log_tail_holds_a_nul_still_ends_with_its_error(job):
     # job_finish stores the end of the child's log; whatever the job printed must not keep it from ending.
-    job = world["job"]
     job_finish(job_id=job.pk, state=JobState.FAILED, error="Traceback\nValueError: \x00")
     job.refresh_from_db()
     assert job.state == JobState.FAILED and job.error == "Traceback\nValueError: \ufffd"

@@ -3,43 +3,19 @@
 import json
 
 import pytest
-from django.contrib.auth.models import User
-from django.test import Client
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
-from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.training.events import job_events_record
-from anneal.training.services import job_launch
-from anneal.verifiers.services import verifier_create
+from tests.world import page_client
 
 pytestmark = pytest.mark.django_db
 
 
-def launch(user, team, name, *, evaluated=False):
-    version = dataset_version_create_from_rows(
-        team=team, user=user, name=f"d-{name}", rows=[{"prompt": "1+1="}] * 8
-    )
-    verifier = verifier_create(team=team, user=user, name=f"v-{name}", spec={"type": "exact_match"})
-    return job_launch(
-        team=team,
-        user=user,
-        name=name,
-        dataset_version_id=version.id,
-        verifiers=[{"verifier_version": verifier.latest_version.id}],
-        eval_dataset_version_id=version.id if evaluated else None,
-    )
-
-
 @pytest.fixture
-def world(settings, tmp_path):
-    settings.DATASET_DIR = tmp_path
-    org = Organisation.objects.create(name="Acme")
-    owner, outsider = User.objects.create_user("owner"), User.objects.create_user("outsider")
-    ours = launch(owner, team_create(organisation=org, name="Core", owner=owner), "ours", evaluated=True)
-    theirs = launch(
-        outsider, team_create(organisation=org, name="Rivals", owner=outsider), "theirs", evaluated=True
-    )
+def runs(world, launch) -> dict:
+    """An evaluated job of Core (ours) and one of Rivals (theirs) with the same metrics, and the owner's
+    browser-less client."""
+    ours = launch("ours", eval_version=launch.version())
+    theirs = launch("theirs", team=world["rivals"], eval_version=launch.version(world["rivals"]))
     for job in (ours, theirs):
         job_events_record(
             job_id=job.pk,
@@ -50,9 +26,7 @@ def world(settings, tmp_path):
                 ("metric", {"step": 2, "eval/mean": 0.6, "eval/math": 0.5, "eval/code": 0.7}),
             ],
         )
-    client = Client()
-    client.force_login(owner)
-    return {"client": client, "ours": ours, "theirs": theirs}
+    return {"client": page_client(world["owner"]), "ours": ours, "theirs": theirs}
 
 
 def dash_update(client, app: str, output: str, inputs: list[dict]) -> dict:
@@ -66,15 +40,15 @@ def dash_update(client, app: str, output: str, inputs: list[dict]) -> dict:
     return json.loads(response.content)["response"]
 
 
-def test_the_page_embeds_both_dashboards(world):
-    page = world["client"].get("/dashboards/")
+def test_the_page_embeds_both_dashboards(runs):
+    page = runs["client"].get("/dashboards/")
     assert page.status_code == 200
     assert b"/django_plotly_dash/app/CompareRuns/" in page.content
     assert b"/django_plotly_dash/app/EvaluationHeatmap/" in page.content
 
 
-def test_compare_runs_offers_and_draws_only_the_users_jobs(world):
-    client, ours, theirs = world["client"], world["ours"], world["theirs"]
+def test_compare_runs_offers_and_draws_only_the_users_jobs(runs):
+    client, ours, theirs = runs["client"], runs["ours"], runs["theirs"]
     choices = dash_update(
         client,
         "CompareRuns",
@@ -96,8 +70,8 @@ def test_compare_runs_offers_and_draws_only_the_users_jobs(world):
     assert figure["data"][0]["x"] == [1, 2] and figure["data"][0]["y"] == [0.5, 0.7]
 
 
-def test_the_heatmap_shows_base_and_checkpoint_per_domain(world):
-    client, ours, theirs = world["client"], world["ours"], world["theirs"]
+def test_the_heatmap_shows_base_and_checkpoint_per_domain(runs):
+    client, ours, theirs = runs["client"], runs["ours"], runs["theirs"]
     figure = dash_update(
         client, "EvaluationHeatmap", "heatmap.figure", [{"id": "job", "property": "value", "value": ours.pk}]
     )
