@@ -33,6 +33,7 @@ the sandboxes and the forward pass also compete for the same CPU.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -110,10 +111,12 @@ def run_mode(*, store: Path, steps: int, mode: dict) -> list[dict]:
     sink = TimedSink()
     try:
         with tempfile.TemporaryDirectory(prefix="anneal-step-") as tmp:
-            config = demo_config(
-                store=store, output_dir=Path(tmp) / "job", overrides={"max_steps": steps, "eval_steps": 0}
+            config = dataclasses.replace(
+                demo_config(
+                    store=store, output_dir=Path(tmp) / "job", overrides={"max_steps": steps, "eval_steps": 0}
+                ),
+                eval_rows=[],  # the config is frozen
             )
-            config.eval_rows = []
             grpo.main(
                 config,
                 sink=sink,

@@ -13,10 +13,11 @@ from anneal.datasets.models import DatasetVersion
 from anneal.datasets.storage import read_rows
 from anneal.errors import InputError
 from anneal.training.models import Job
-from anneal.training.services import HYPER_FIELDS, job_inputs_check
+from anneal.training.services import job_inputs_check
 from anneal.verifiers.outbound import team_outbound
-from gpu_jobs.config import GRPOJobConfig
+from gpu_jobs.config import GRPOJobConfig, RunInputs
 from gpu_jobs.grpo import main as grpo_main
+from gpu_jobs.spec import TrainingSettings
 from sandboxes.client import SandboxClient
 from workers.job_runner import job_workdir
 from workers.sink import DjangoCheckpointStore, DjangoEventSink, DjangoJobControl
@@ -24,26 +25,8 @@ from workers.sink import DjangoCheckpointStore, DjangoEventSink, DjangoJobContro
 
 def run(job_id: int) -> None:
     job = Job.objects.select_related("dataset_version", "team").get(pk=job_id)
-    # The domains each verifier scores were frozen in the spec at launch (none: every domain).
-    routes = {v["name"]: v["domains"] for v in job.spec.get("verifiers", []) if v.get("domains")}
-    verifiers = [
-        {
-            "name": jv.name,
-            "spec": jv.verifier_version.spec,
-            "weight": jv.weight,
-            **({"domains": routes[jv.name]} if jv.name in routes else {}),
-        }
-        for jv in job.job_verifiers.select_related("verifier_version").order_by("id")
-    ]
-    config = GRPOJobConfig(
-        **{name: job.spec[name] for name in HYPER_FIELDS if name in job.spec},
-        model_store=str(settings.MODEL_STORE),
-        output_dir=str(job_workdir(job_id) / "trainer"),
-        rows=_train_rows(job),
-        eval_rows=_eval_rows(job),
-        verifiers=verifiers,
-        domain_weights=job.spec.get("domain_weights") or {},
-    )
+    # The user's settings as frozen at launch, then what this worker adds to run them.
+    config = GRPOJobConfig.of(TrainingSettings.from_spec(job.spec), _run_inputs(job))
     sandbox = SandboxClient(
         mode=settings.SANDBOX_EXECUTION,
         backend=settings.SANDBOX_BACKEND,
@@ -66,6 +49,31 @@ def run(job_id: int) -> None:
     # Read by the worker: whether training ended early because the job was asked to pause or stop.
     (job_workdir(job_id) / "outcome.json").write_text(json.dumps({"stopped_for": summary.get("stopped_for")}))
     sink.emit("log", {"message": f"training finished: {summary}"})
+
+
+def _run_inputs(job: Job) -> RunInputs:
+    return RunInputs(
+        model_store=str(settings.MODEL_STORE),
+        output_dir=str(job_workdir(job.pk) / "trainer"),
+        rows=_train_rows(job),
+        eval_rows=_eval_rows(job),
+        verifiers=_verifiers(job),
+        domain_weights=job.spec.get("domain_weights") or {},
+    )
+
+
+def _verifiers(job: Job) -> list[dict]:
+    """Each verifier's spec and weight; the domains it scores were frozen in the job's spec (none: all)."""
+    routes = {v["name"]: v["domains"] for v in job.spec.get("verifiers", []) if v.get("domains")}
+    return [
+        {
+            "name": jv.name,
+            "spec": jv.verifier_version.spec,
+            "weight": jv.weight,
+            **({"domains": routes[jv.name]} if jv.name in routes else {}),
+        }
+        for jv in job.job_verifiers.select_related("verifier_version").order_by("id")
+    ]
 
 
 def _train_rows(job: Job) -> list[dict]:

@@ -18,8 +18,8 @@ from anneal.accounts.services import team_create
 from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.training.limits import LIMIT_FIELDS
 from anneal.training.models import Job, JobDataset
-from anneal.training.services import HYPER_FIELDS
 from anneal.verifiers.services import verifier_create
+from gpu_jobs.spec import SETTING_NAMES
 
 pytestmark = pytest.mark.django_db
 
@@ -152,7 +152,7 @@ def test_no_wrong_value_in_any_setting_or_verifier_choice_is_a_server_error(worl
     }
     refused = 0
     for where in [
-        *(("params", name) for name in (*HYPER_FIELDS, *LIMIT_FIELDS)),
+        *(("params", name) for name in (*SETTING_NAMES, *LIMIT_FIELDS)),
         *(("verifier", key) for key in ("verifier_version", "weight", "domains")),
     ]:
         for value in WRONG_VALUES:

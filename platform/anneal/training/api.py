@@ -1,18 +1,34 @@
 from django.conf import settings
 from django.db import transaction
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from anneal.api_base import TeamScopedView
 from anneal.errors import InputError
 from anneal.training.costs import job_estimate, job_spend
-from anneal.training.limits import LIMIT_FIELDS
+from anneal.training.limits import LIMIT_FIELDS, limit_defaults, limit_helps
 from anneal.training.models import Checkpoint, Job, JobEvent
 from anneal.training.selectors import job_events_after, job_rollouts, queue_state
-from anneal.training.services import HYPER_FIELDS, JobInputsGone, job_cancel, job_launch, job_retry
-from anneal.training.spec import available_models, spec_fields
+from anneal.training.services import JobInputsGone, job_cancel, job_launch, job_retry
+from anneal.training.spec import available_models
 from anneal.training.state import job_pause, job_resume
+from gpu_jobs.spec import SETTING_NAMES, setting_fields, settings_json_schema
+
+
+def _params_schema() -> dict:
+    """The launch's params in the OpenAPI schema: the user's settings (gpu_jobs.spec), then the run limits."""
+    schema = settings_json_schema()
+    helps = limit_helps()
+    for name, default in limit_defaults().items():
+        json_type = {bool: "boolean", int: "integer", float: "number"}.get(type(default), "string")
+        schema["properties"][name] = {"type": json_type, "default": default, "description": helps[name]}
+    return schema
+
+
+@extend_schema_field(_params_schema())
+class ParamsField(serializers.DictField):
+    """Taken as a plain object: job_launch checks each value, so that a wrong one gets its field named."""
 
 
 class CheckpointOutput(serializers.ModelSerializer):
@@ -109,10 +125,10 @@ class JobListApi(TeamScopedView):
             "above 0. "
             "Optional for an agent job (params.environment), which its environment rewards.",
         )
-        params = serializers.DictField(
+        params = ParamsField(
             required=False,
             default=dict,
-            help_text=f"Training settings: {', '.join(HYPER_FIELDS)}; scheduling and cost: "
+            help_text=f"Training settings: {', '.join(SETTING_NAMES)}; scheduling and cost: "
             f"{', '.join(LIMIT_FIELDS)}",
         )
 
@@ -279,7 +295,7 @@ class JobSpecApi(TeamScopedView):
         "launch form shows the same), and the models this host can start from.",
     )
     def get(self, request):
-        return Response({"params": spec_fields(), "models": available_models()})
+        return Response({"params": setting_fields(), "models": available_models()})
 
 
 class ModelListApi(TeamScopedView):

@@ -1,21 +1,18 @@
 """The launch form: a dataset version, verifiers with weights, and the engine's settings with their help."""
 
-import dataclasses
-
 from django import forms
 
 from anneal import jsontext
 from anneal.datasets.models import DatasetVersion
 from anneal.training.limits import LIMIT_FIELDS, limit_defaults, limit_helps
-from anneal.training.services import HYPER_FIELDS, hyper_defaults
 from anneal.training.spec import available_models
 from anneal.verifiers.models import Verifier, VerifierVersion
-from gpu_jobs.config import LOSS_TYPES, GRPOJobConfig
+from gpu_jobs.spec import setting_fields
 
-# Settings whose values come from a fixed list (the "choices" in the engine's field metadata): a select.
-SETTING_CHOICES = {"loss_type": LOSS_TYPES} | {
-    f.name: tuple(f.metadata["choices"]) for f in dataclasses.fields(GRPOJobConfig) if "choices" in f.metadata
-}
+# The user's settings (gpu_jobs.spec.TrainingSettings): one input each, in the dataclass's order.
+SETTINGS = {entry["name"]: entry for entry in setting_fields()}
+# Settings whose values come from a fixed list (the "choices" in the settings' metadata): a select.
+SETTING_CHOICES = {name: tuple(entry["choices"]) for name, entry in SETTINGS.items() if "choices" in entry}
 
 
 class DatasetVersionChoice(forms.ModelChoiceField):
@@ -98,10 +95,9 @@ class LaunchForm(forms.Form):
                 widget=forms.TextInput(attrs={"placeholder": "every domain"}),
             )
         # The engine's settings, then scheduling and cost (priority, devices, budget, time limit).
-        helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(GRPOJobConfig)}
-        helps |= limit_helps()
-        defaults = hyper_defaults() | limit_defaults()
-        self.setting_names = [name for name in (*HYPER_FIELDS, *LIMIT_FIELDS) if name in defaults]
+        helps = {name: entry["help"] for name, entry in SETTINGS.items()} | limit_helps()
+        defaults = {name: entry["default"] for name, entry in SETTINGS.items()} | limit_defaults()
+        self.setting_names = [*SETTINGS, *LIMIT_FIELDS]
         for name in self.setting_names:
             self.fields[f"p_{name}"] = _setting_field(name, defaults[name], helps.get(name, ""))
         if "p_model" in self.fields:

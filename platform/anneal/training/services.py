@@ -1,6 +1,6 @@
 """Writes for training: launch, cancel, retry, and the state changes the gpu worker makes."""
 
-import dataclasses
+from typing import NamedTuple
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -16,55 +16,21 @@ from anneal.training.dispatch import dispatch_on_commit
 from anneal.training.events import job_event_record
 from anneal.training.limits import job_columns, run_limits_split
 from anneal.training.models import Job, JobDataset, JobState, JobVerifier
-from anneal.training.spec import dataset_versions_check, domains_check, model_check, version_domains
+from anneal.training.spec import (
+    dataset_versions_check,
+    domains_check,
+    model_check,
+    settings_check,
+    version_domains,
+)
 from anneal.verifiers.models import VerifierVersion
-from gpu_jobs.agent.spec import validate_environment
-from gpu_jobs.config import GRPOJobConfig
-
-# Fields of the engine's config that a user sets; the rest (rows, paths) the platform fills in.
-_PLATFORM_FIELDS = {"model_store", "output_dir", "rows", "verifiers", "eval_rows", "domain_weights"}
-HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(GRPOJobConfig) if f.name not in _PLATFORM_FIELDS)
+from gpu_jobs.spec import TrainingSettings
 
 
-def hyper_defaults() -> dict:
-    out = {}
-    for f in dataclasses.fields(GRPOJobConfig):
-        if f.name in HYPER_FIELDS and f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-    return out
-
-
-def _hyper_check(params: dict, *, row_count: int) -> dict:
-    unknown = sorted(set(params) - set(HYPER_FIELDS))
-    if unknown:
-        raise InputError(f"unknown setting(s) {unknown}; known: {list(HYPER_FIELDS)}", field="params")
-    merged = {**hyper_defaults(), **params}
-    if merged.get("environment") is not None:
-        # An agent job's option is checked alone here; its rows (files, tests) at launch (agent_rows_check).
-        try:
-            merged["environment"] = validate_environment(merged["environment"]).to_dict()
-        except ValueError as exc:
-            raise InputError(str(exc), field="params.environment") from None
-    try:
-        checked = GRPOJobConfig(
-            **{**merged, "environment": None},
-            model_store="(checked at launch)",
-            output_dir="(checked at launch)",
-            # As many rows as the check needs to compare with prompts_per_step, without loading the dataset.
-            rows=[{"prompt": "check"}] * max(1, min(row_count, 4096)),
-            verifiers=[{"name": "check", "spec": {"type": "exact_match"}, "weight": 1.0}],
-        )
-    except (TypeError, ValueError) as exc:
-        message = str(exc)
-        if message.startswith("rows"):
-            raise InputError(
-                message.replace("rows", "the dataset version", 1), field="dataset_version"
-            ) from None
-        field = next((name for name in HYPER_FIELDS if message.startswith(name)), None)
-        raise InputError(message, field=f"params.{field}" if field else "params") from None
-    # A batch_size sets prompts_per_step: the frozen spec says what the run will do.
-    merged["prompts_per_step"] = checked.prompts_per_step
-    return merged
+class VerifierChoice(NamedTuple):
+    version: VerifierVersion
+    weight: float
+    domains: list[str]  # the domains it scores; empty: every domain
 
 
 @transaction.atomic
@@ -86,40 +52,87 @@ def job_launch(
     The rows come from ``dataset_version_ids`` (several versions, pooled) or ``dataset_version_id`` (one);
     ``domain_weights``: {domain: share of the prompts}, summing to 1 (empty: equal shares).
     ``eval_dataset_version_id``: held-out rows the job is evaluated on, per domain, before, during and after.
+    ``params``: the user's settings (gpu_jobs.spec.TrainingSettings) and run limits (anneal.training.limits).
     """
+    name = _launch_text_check(name=name, params=params, domain_weights=domain_weights)
+    versions = _training_versions(team=team, ids=dataset_version_ids, version_id=dataset_version_id)
+    eval_version = _eval_version(team=team, version_id=eval_dataset_version_id)
+    # Agent jobs (params.environment) are rewarded by their environment; verifiers are optional extras there.
+    agentic = isinstance(params, dict) and params.get("environment") is not None
+    choices = _verifier_choices(team=team, verifiers=verifiers, agentic=agentic)
+    # Scheduling and cost limits (priority, devices, budget, time limit) are checked apart from the settings.
+    params, limits = run_limits_split(params or {}, team=team)
+    settings = settings_check(params, row_count=sum(v.row_count for v in versions))
+    model_check(settings.model)
+    domain_rows = _domain_rows(
+        versions=versions, domain_weights=domain_weights, choices=choices, agentic=agentic
+    )
+    spec = _frozen_spec(
+        settings=settings,
+        limits=limits,
+        versions=versions,
+        eval_version=eval_version,
+        domain_weights=domain_weights,
+        domain_rows=domain_rows,
+        choices=choices,
+    )
+    job = _job_create(
+        team=team,
+        user=user,
+        name=name,
+        spec=spec,
+        verifiers=[(c.version, c.version.verifier.name, c.weight) for c in choices],
+        dataset_version=versions[0],
+        datasets=[(version, version_domains(version) or {}) for version in versions],
+        eval_version=eval_version,
+    )
+    job_event_record(job_id=job.id, kind="state", payload={"state": JobState.QUEUED})
+    audit(team=team, user=user, action="job.launch", obj=job)
+    _enqueue(job)
+    return job
+
+
+def _launch_text_check(*, name: str, params: dict | None, domain_weights: dict | None) -> str:
+    """The job's name, once no text the user gave holds a NUL."""
     reject_nul(name, field="name")
     reject_nul(params or {}, field="params")
     reject_nul(domain_weights or {}, field="domain_weights")
-    name = (name or "").strip() or "untitled job"
-    if dataset_version_ids:
-        versions = dataset_versions_check(team=team, ids=list(dataset_version_ids))
-    elif dataset_version_id is None:
+    return (name or "").strip() or "untitled job"
+
+
+def _training_versions(*, team: Team, ids: list[int] | None, version_id: int | None) -> list[DatasetVersion]:
+    """The versions the job trains on: several (``ids``) or one; the first is the job's main version."""
+    if ids:
+        return dataset_versions_check(team=team, ids=list(ids))
+    if version_id is None:
         raise InputError(
             "choose the dataset version to train on (or several, in dataset_versions)",
             field="dataset_version",
         )
-    else:
-        first = DatasetVersion.objects.filter(pk=dataset_version_id, dataset__team=team).first()
-        if first is None:
-            raise InputError(
-                f"no dataset version with id {dataset_version_id} in team '{team.name}'",
-                field="dataset_version",
-            )
-        versions = [first]
-    version = versions[0]
-    eval_version = None
-    if eval_dataset_version_id is not None:
-        eval_version = DatasetVersion.objects.filter(pk=eval_dataset_version_id, dataset__team=team).first()
-        if eval_version is None:
-            raise InputError(
-                f"no dataset version with id {eval_dataset_version_id} in team '{team.name}'",
-                field="eval_dataset_version",
-            )
-    # Agent jobs (params.environment) are rewarded by their environment; verifiers are optional extras there.
-    agentic = isinstance(params, dict) and params.get("environment") is not None
+    version = DatasetVersion.objects.filter(pk=version_id, dataset__team=team).first()
+    if version is None:
+        raise InputError(
+            f"no dataset version with id {version_id} in team '{team.name}'", field="dataset_version"
+        )
+    return [version]
+
+
+def _eval_version(*, team: Team, version_id: int | None) -> DatasetVersion | None:
+    if version_id is None:
+        return None
+    version = DatasetVersion.objects.filter(pk=version_id, dataset__team=team).first()
+    if version is None:
+        raise InputError(
+            f"no dataset version with id {version_id} in team '{team.name}'", field="eval_dataset_version"
+        )
+    return version
+
+
+def _verifier_choices(*, team: Team, verifiers: list[dict], agentic: bool) -> list[VerifierChoice]:
+    """The team's verifier versions the launch names, each with its weight and domains."""
     if not verifiers and not agentic:
         raise InputError("choose at least one verifier", field="verifiers")
-    chosen: list[tuple[VerifierVersion, float]] = []
+    choices = []
     for index, item in enumerate(verifiers):
         wanted = item.get("verifier_version")
         if not isinstance(wanted, int) or isinstance(wanted, bool):
@@ -127,8 +140,8 @@ def job_launch(
                 f"give a verifier version's id (a whole number), got {wanted!r}",
                 field=f"verifiers[{index}].verifier_version",
             )
-        vv = VerifierVersion.objects.filter(pk=wanted, verifier__team=team).first()
-        if vv is None:
+        version = VerifierVersion.objects.filter(pk=wanted, verifier__team=team).first()
+        if version is None:
             raise InputError(
                 f"no verifier version with id {wanted} in team '{team.name}'",
                 field=f"verifiers[{index}].verifier_version",
@@ -136,64 +149,95 @@ def job_launch(
         weight = item.get("weight", 1.0)
         if not isinstance(weight, int | float) or weight < 0:
             raise InputError("weight must be a number >= 0", field=f"verifiers[{index}].weight")
-        chosen.append((vv, float(weight)))
-    if chosen and not any(weight > 0 for _, weight in chosen):
+        choices.append(VerifierChoice(version, float(weight), item.get("domains") or []))
+    if choices and not any(choice.weight > 0 for choice in choices):
         raise InputError("at least one verifier needs a weight above 0", field="verifiers")
-    names = [vv.verifier.name for vv, _ in chosen]
+    names = [choice.version.verifier.name for choice in choices]
     if len(set(names)) != len(names):
         raise InputError("the same verifier is chosen twice", field="verifiers")
-    # Scheduling and cost limits (priority, devices, budget, time limit) are checked apart from the engine's.
-    params, limits = run_limits_split(params or {}, team=team)
-    hyper = _hyper_check(params, row_count=sum(v.row_count for v in versions))
-    model_check(hyper["model"])
-    routes = [item.get("domains") or [] for item in verifiers]
+    return choices
+
+
+def _domain_rows(
+    *,
+    versions: list[DatasetVersion],
+    domain_weights: dict | None,
+    choices: list[VerifierChoice],
+    agentic: bool,
+) -> dict[str, int] | None:
+    """Rows per domain of the data, once the weights and the verifiers' domains are checked against it."""
     if agentic:
         agent_rows_check(versions)
-        domain_rows = None  # the environment rewards every row; the engine rejects domain weights for it
-    else:
-        domain_rows = domains_check(
-            versions=versions,
-            domain_weights=domain_weights,
-            verifiers=[{"weight": w, "domains": route} for (_, w), route in zip(chosen, routes, strict=True)],
-        )
-    spec = {
-        **hyper,
+        return None  # the environment rewards every row; the engine rejects domain weights for it
+    return domains_check(
+        versions=versions,
+        domain_weights=domain_weights,
+        verifiers=[{"weight": choice.weight, "domains": choice.domains} for choice in choices],
+    )
+
+
+def _frozen_spec(
+    *,
+    settings: TrainingSettings,
+    limits: dict,
+    versions: list[DatasetVersion],
+    eval_version: DatasetVersion | None,
+    domain_weights: dict | None,
+    domain_rows: dict[str, int] | None,
+    choices: list[VerifierChoice],
+) -> dict:
+    """Everything the run needs, in the job's one spec: the user's settings, the run limits, the data and
+    the verifiers. The training child reads the settings back with ``TrainingSettings.from_spec``."""
+    return {
+        **settings.to_dict(),
         **limits,
-        "dataset_version": version.id,
+        "dataset_version": versions[0].id,
         "dataset_versions": [v.id for v in versions],
         "domain_weights": dict(domain_weights or {}),
         "domain_rows": domain_rows,
         "eval_dataset_version": eval_version.id if eval_version else None,
         "verifiers": [
             {
-                "name": vv.verifier.name,
-                "verifier_version": vv.id,
-                "version": vv.number,
-                "weight": w,
-                **({"domains": list(route)} if route else {}),
+                "name": choice.version.verifier.name,
+                "verifier_version": choice.version.id,
+                "version": choice.version.number,
+                "weight": choice.weight,
+                **({"domains": list(choice.domains)} if choice.domains else {}),
             }
-            for (vv, w), route in zip(chosen, routes, strict=True)
+            for choice in choices
         ],
     }
+
+
+def _job_create(
+    *,
+    team: Team,
+    user: User,
+    name: str,
+    spec: dict,
+    verifiers: list[tuple[VerifierVersion, str, float]],
+    dataset_version: DatasetVersion,
+    datasets: list[tuple[DatasetVersion, dict]],
+    eval_version: DatasetVersion | None,
+    retry_of: Job | None = None,
+) -> Job:
+    """The job's row with its verifiers (version, name, weight) and the datasets it mixes (version, rows per
+    domain); ``dataset_version`` is its main one."""
     job = Job.objects.create(
         team=team,
         created_by=user,
         name=name,
         spec=spec,
-        dataset_version=version,
+        dataset_version=dataset_version,
         eval_dataset_version=eval_version,
-        max_steps=hyper["max_steps"],
-        **job_columns(limits),
+        max_steps=spec.get("max_steps", 0),
+        retry_of=retry_of,
+        **job_columns(spec),
     )
-    for vv, weight in chosen:
-        JobVerifier.objects.create(job=job, verifier_version=vv, name=vv.verifier.name, weight=weight)
-    for position, used in enumerate(versions):
-        JobDataset.objects.create(
-            job=job, dataset_version=used, position=position, domains=version_domains(used) or {}
-        )
-    job_event_record(job_id=job.id, kind="state", payload={"state": JobState.QUEUED})
-    audit(team=team, user=user, action="job.launch", obj=job)
-    _enqueue(job)
+    for version, verifier_name, weight in verifiers:
+        JobVerifier.objects.create(job=job, verifier_version=version, name=verifier_name, weight=weight)
+    for position, (version, domains) in enumerate(datasets):
+        JobDataset.objects.create(job=job, dataset_version=version, position=position, domains=domains)
     return job
 
 
@@ -260,25 +304,17 @@ def job_retry(*, job: Job, user: User) -> Job:
     if not job.is_finished:
         raise InputError(f"job #{job.pk} is {job.state}; only a finished job can be retried", field="state")
     job_inputs_check(job=job)
-    new = Job.objects.create(
+    new = _job_create(
         team=job.team,
-        created_by=user,
+        user=user,
         name=job.name,
         spec=job.spec,
+        verifiers=[(jv.verifier_version, jv.name, jv.weight) for jv in job.job_verifiers.all()],
         dataset_version=job.dataset_version,
-        eval_dataset_version=job.eval_dataset_version,
-        max_steps=job.max_steps,
+        datasets=[(jd.dataset_version, jd.domains) for jd in job.job_datasets.all()],
+        eval_version=job.eval_dataset_version,
         retry_of=job,
-        **job_columns(job.spec),
     )
-    for jv in job.job_verifiers.all():
-        JobVerifier.objects.create(
-            job=new, verifier_version=jv.verifier_version, name=jv.name, weight=jv.weight
-        )
-    for jd in job.job_datasets.all():
-        JobDataset.objects.create(
-            job=new, dataset_version=jd.dataset_version, position=jd.position, domains=jd.domains
-        )
     job_event_record(job_id=new.id, kind="state", payload={"state": JobState.QUEUED, "retry_of": job.pk})
     audit(team=job.team, user=user, action="job.retry", obj=new, retry_of=job.pk)
     _enqueue(new)

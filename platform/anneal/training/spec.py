@@ -1,8 +1,9 @@
 """Launch-time checks of the parts of a job spec that need the database or the model store: the dataset
 versions a job mixes, the domains in them, which verifier scores which domain, and the base model.
 
-The engine's own rules (``gpu_jobs.config.GRPOJobConfig.__post_init__``) are applied by the service too;
-these add what only the platform knows. Each raises ``InputError`` naming the field.
+The user's settings are gpu_jobs' ``TrainingSettings``: ``settings_check`` builds them from a launch's params
+(their own rules, in ``__post_init__``); the other checks add what only the platform knows. Each raises
+``InputError`` naming the field.
 """
 
 from django.conf import settings
@@ -12,6 +13,7 @@ from anneal.datasets.models import DatasetVersion
 from anneal.errors import InputError
 from gpu_jobs.domains import DEFAULT_DOMAIN, check_domain_weights, domain_counts, domains_without_verifier
 from gpu_jobs.model_store import UnknownModel, check_model, list_models
+from gpu_jobs.spec import SETTING_NAMES, TrainingSettings
 
 # anneal.datasets.ingest's names in a version's statistics for rows without a domain and for domains past
 # its counting limit.
@@ -123,26 +125,22 @@ def domains_check(
     return totals
 
 
-def spec_fields() -> list[dict]:
-    """Each setting a user may put in a job's params, from the engine's config dataclass: the launch form
-    and the API describe the same fields with the same help."""
-    import dataclasses
-
-    from anneal.training.services import HYPER_FIELDS
-    from gpu_jobs.config import GRPOJobConfig
-
-    out = []
-    for f in dataclasses.fields(GRPOJobConfig):
-        if f.name not in HYPER_FIELDS:
-            continue
-        default = f.default if f.default is not dataclasses.MISSING else None
-        entry = {
-            "name": f.name,
-            "type": type(default).__name__ if default is not None else "object",
-            "default": default,
-            "help": f.metadata.get("help", ""),
-        }
-        if "choices" in f.metadata:
-            entry["choices"] = list(f.metadata["choices"])
-        out.append(entry)
-    return out
+def settings_check(params: dict, *, row_count: int) -> TrainingSettings:
+    """The user's settings from a launch's ``params`` (defaults for the rest), checked alone and against the
+    number of rows the job trains on: the settings are whole here, no placeholder stands in for anything."""
+    unknown = sorted(set(params) - set(SETTING_NAMES))
+    if unknown:
+        raise InputError(f"unknown setting(s) {unknown}; known: {list(SETTING_NAMES)}", field="params")
+    try:
+        settings = TrainingSettings(**params)
+        settings.check_row_count(row_count)
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        if message.startswith("rows:"):
+            raise InputError(
+                message.replace("rows", "the dataset version", 1), field="dataset_version"
+            ) from None
+        # The engine's messages start with the field: "max_steps: ...", "environment.max_turns: ...".
+        name = message.partition(":")[0].partition(".")[0]
+        raise InputError(message, field=f"params.{name}" if name in SETTING_NAMES else "params") from None
+    return settings
