@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from gpu_jobs.agent.spec import EnvironmentSpec
+from gpu_jobs.agent.spec import EnvironmentSpec, RowError, check_row
 from gpu_jobs.agent.tools import ToolCall
 from gpu_jobs.rewards import code_judge
 from sandboxes.session import SandboxSession, SessionPool
@@ -57,10 +57,6 @@ def _inside(name: str, folders: list[str]) -> bool:
     ) or ("." in folders and parent == ".")
 
 
-class RowError(ValueError):
-    """The dataset row cannot start an episode; the message names the field."""
-
-
 @dataclass
 class Observation:
     text: str
@@ -81,26 +77,6 @@ class Verdict:
     @property
     def share(self) -> float:
         return self.passed / self.total if self.total else 0.0
-
-
-def check_row(row: object) -> tuple[dict[str, str], list[str]]:
-    """The row's files and test files; RowError naming the field otherwise."""
-    if not isinstance(row, dict):
-        raise RowError("row: must be an object with prompt, files and test_files")
-    files = row.get("files")
-    if not isinstance(files, dict) or not files:
-        raise RowError("files: must be an object of relative path -> file text")
-    for name, text in files.items():
-        path = PurePosixPath(str(name))
-        if not name or path.is_absolute() or ".." in path.parts or not isinstance(text, str):
-            raise RowError(f"files[{name!r}]: needs a relative path inside the repository and text")
-    tests = row.get("test_files")
-    if not isinstance(tests, list) or not tests:
-        raise RowError("test_files: must list the repository's test modules (e.g. tests/test_x.py)")
-    for name in tests:
-        if name not in files or not str(name).endswith(".py"):
-            raise RowError(f"test_files: {name!r} must be a .py file listed in files")
-    return files, tests
 
 
 def test_ids(path: str, source: str) -> set[str]:
@@ -192,7 +168,7 @@ class RepoEnvironment:
         time_s = self.limits.wall_s
         run = self.session.run(
             "python",
-            code_judge.JUDGE_SOURCE,
+            code_judge.BOOT_SOURCE,
             stdin=code_judge.stdin(
                 {"nonce": nonce, "mode": "unittest", "files": self.test_files}, time_s=time_s
             ),

@@ -15,7 +15,8 @@ from typing import Protocol
 from sandboxes.backends.outcome import cgroup_memory_mb
 from sandboxes.backends.process_limit import CgroupParent, RunCgroup, join_cgroup
 from sandboxes.backends.seccomp import bpf_program
-from sandboxes.backends.warm_pool import FORK_SERVER_SOURCE, SandboxStartError
+from sandboxes.backends.warm_pool import SandboxStartError
+from sandboxes.preload import fork_server_source
 from sandboxes.types import Limits
 
 # Tasks in a warm sandbox's pids cgroup besides the program's: bwrap outside and the fork server.
@@ -71,7 +72,7 @@ class BwrapLauncher:
             "-S",
             "-B",
             "-c",
-            FORK_SERVER_SOURCE,
+            fork_server_source(),
             str(inner_sock.fileno()),
             *self.server_args,
         ]

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from sandboxes.backends.base import SandboxBackend
 from sandboxes.backends.seccomp import docker_profile
-from sandboxes.backends.warm_pool import FORK_SERVER_SOURCE, SandboxStartError, WarmPool, WarmSandbox
+from sandboxes.backends.warm_pool import SandboxStartError, WarmPool, WarmSandbox
+from sandboxes.preload import fork_server_source
 from sandboxes.types import Limits, RunRequest, RunResult, Status
 
 DEFAULT_URL = "unix:///run/anneal-podman.sock"
@@ -124,7 +125,7 @@ class DockerLauncher:
                         "-S",
                         "-B",
                         "-c",
-                        FORK_SERVER_SOURCE,
+                        fork_server_source(),
                         f"unix:{SOCKET_MOUNT}/sock",
                     ],
                     auto_remove=True,

@@ -46,9 +46,12 @@ import types
 # Imported once, before the first fork, so a run only pays for a fork. What verifier programs commonly use.
 PRELOADED = (
     "ast", "bisect", "collections", "copy", "dataclasses", "decimal", "enum", "fractions", "functools",
-    "heapq", "itertools", "math", "operator", "re", "statistics", "string", "typing", "unittest",
+    "heapq", "itertools", "json", "marshal", "math", "operator", "re", "statistics", "string", "typing",
+    "unittest",
 )  # fmt: skip
 
+# name -> (file name, source) of modules to define before the first fork; sandboxes/preload.py fills this in.
+PRELOAD_SOURCES = {}
 PR_SET_DUMPABLE = 4
 IPC_RMID = 0
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -354,6 +357,11 @@ def main() -> None:
     sock = connect(sys.argv[1])
     for name in PRELOADED:
         __import__(name)
+    for name, (filename, source) in PRELOAD_SOURCES.items():
+        module = types.ModuleType(name)
+        module.__file__ = filename
+        sys.modules[name] = module
+        exec(compile(source, filename, "exec"), module.__dict__)
     prctl(PR_SET_DUMPABLE, 0)
     for sig in (signal.SIGPIPE, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)  # as pid 1 with no handlers, no signal from inside reaches us

@@ -22,13 +22,11 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from sandboxes.backends.outcome import Outcome, run_result
 from sandboxes.types import Limits, RunRequest, RunResult, Status
 
-FORK_SERVER_SOURCE = (Path(__file__).parent / "fork_server.py").read_text()
 START_TIMEOUT_S = 10.0
 KILL_GRACE_S = 2.0  # how long a fork server may take to kill a run and report before the sandbox is destroyed
 

@@ -221,6 +221,28 @@ builtins.bool = lambda *a: True
 def add(a, b):
     return 0
 """,
+    "force_the_runner_path_then_walk_frames": _FORGE
+    + r"""
+import sys
+class Box:
+    pass
+def add(a, b):
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            if isinstance(value, str) and len(value) == 32:
+                forge_everywhere(value, value)
+        frame = frame.f_back
+    return Box()
+""",
+    "force_the_runner_path_with_an_equal_to_anything_result": r"""
+def add(a, b):
+    class Yes(int):
+        def __eq__(self, other):
+            return True
+        __hash__ = int.__hash__
+    return [Yes(0)][0]
+""",
     "shadow_the_builtins_the_tests_use": r"""
 def add(a, b):
     return 0

@@ -74,11 +74,22 @@ def test_assert_scripts_get_plain_values_and_the_programs_exceptions():
     )
 
 
-def test_what_cannot_cross_to_the_tests_is_named():
-    program = "class Box:\n    pass\ndef make():\n    return Box()\n"
-    result = score(["assert make() is not None", "assert Box()"], program)
-    assert result.score == 0.0
-    assert "make() returned a Box object, not a plain value" in result.reason
+def test_asserts_that_need_the_programs_objects_run_next_to_it_and_still_refuse_equal_to_anything():
+    program = (
+        "class Stack:\n    def __init__(self):\n        self.items = []\n"
+        "    def push(self, x):\n        self.items.append(x)\n    def size(self):\n        return len(self.items)\n"
+        "def counter():\n    yield 1\n    yield 2\n"
+    )
+    tests = [
+        "s = Stack()\ns.push(1)\nassert s.size() == 1",
+        "assert list(counter()) == [1, 2]",
+        "assert s.size() == 1",
+    ]
+    assert score(tests, program).score == 1.0
+    liar = "class Anything:\n    def __eq__(self, other):\n        return True\ndef make():\n    return [Anything()]\n"
+    forged = score(["assert make() == [5]", "assert 5 in make()"], liar)
+    assert forged.score == 0.0
+    assert forged.reason.startswith("tampering: ") and "claims to equal anything" in forged.reason
 
 
 def test_a_slow_test_costs_only_itself_under_fraction_scoring():

@@ -1,39 +1,62 @@
 """Code checks whose verdict the checked program cannot forge: the sources sent into the sandbox.
 
-Not imported inside the sandbox: `request(payload, time_s)` builds the run whose main program is judge.py;
-runner.py, codec.py and guard.py travel on its stdin. See judge.py for the three-process design.
+Not imported inside the sandbox: `request(payload, time_s)` builds the run whose main program is boot.py;
+judge.py, runner.py, codec.py and guard.py travel on its stdin. See judge.py for the three-process design.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import marshal
+import sys
+import zlib
 from pathlib import Path
 
+from sandboxes import preload
 from sandboxes.types import Limits, RunRequest
 
 HERE = Path(__file__).parent
-JUDGE_SOURCE = (HERE / "judge.py").read_text(encoding="utf-8")
-SIDE_FILES = {
-    name: (HERE / name).read_text(encoding="utf-8") for name in ("runner.py", "codec.py", "guard.py")
-}
+BOOT_SOURCE = (HERE / "boot.py").read_text(encoding="utf-8")
+MODULES = ("codec", "guard", "runner", "judge")
 REPORT_PREFIX = "ANNEAL_REPORT "
 # The judge reports MARGIN_S (judge.py) before its own deadline; the sandbox's clock gets a second more.
 SANDBOX_EXTRA_S = 1.0
 
 
+def _head() -> str:
+    """The judge's modules as boot.py reads them: source, and code compiled by this interpreter (used when the
+    sandbox's Python has the same cache tag, which saves compiling ~1,000 lines on every check)."""
+    sources = {name: (HERE / f"{name}.py").read_text(encoding="utf-8") for name in MODULES}
+    code = {
+        name: base64.b64encode(marshal.dumps(compile(text, f"/anneal-judge/{name}.py", "exec"))).decode()
+        for name, text in sources.items()
+    }
+    source = {name: base64.b64encode(zlib.compress(text.encode())).decode() for name, text in sources.items()}
+    return json.dumps({"tag": sys.implementation.cache_tag, "code": code, "source": source})
+
+
+HEAD = _head()
+# Names the judge's modules as one version: boot.py uses the copies preloaded in a warm sandbox only if equal.
+DIGEST = hashlib.sha256(HEAD.encode()).hexdigest()[:16]
+for _name in MODULES:
+    _source = (HERE / f"{_name}.py").read_text(encoding="utf-8")
+    if _name == "judge":
+        _source += f"\nDIGEST = {DIGEST!r}\n"
+    preload.register(_name, _source, filename=f"/anneal-judge/{_name}.py")
+
+
 def request(payload: dict, *, time_s: float) -> RunRequest:
     """A sandbox run of the judge on `payload` (which must hold "nonce" and "mode"), `time_s` for its work."""
     limit = time_s + SANDBOX_EXTRA_S
-    return RunRequest(language="python", code=JUDGE_SOURCE, stdin=stdin(payload, time_s=time_s),
+    return RunRequest(language="python", code=BOOT_SOURCE, stdin=stdin(payload, time_s=time_s),
                       limits=Limits(wall_s=limit, cpu_s=limit))  # fmt: skip
 
 
 def stdin(payload: dict, *, time_s: float) -> str:
-    """What the judge reads: the side modules' sources (length-prefixed, read before it forks), then the
-    payload. Sent on stdin rather than as files so that nothing is imported from the working directory,
-    which in a session holds the model's repository."""
-    sources = json.dumps(SIDE_FILES)
-    return f"{len(sources.encode())}\n{sources}{json.dumps({**payload, 'time_s': time_s})}"
+    """What boot.py reads: the head (length-prefixed: the judge's modules), then the judge's input."""
+    return f"{len(HEAD.encode())} {DIGEST}\n{HEAD}{json.dumps({**payload, 'time_s': time_s})}"
 
 
 def find_report(stdout: str, nonce: str) -> dict | None:

@@ -22,9 +22,8 @@ import os
 import re
 import signal
 import sys
-import sysconfig
 
-STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+STDLIB = os.path.realpath(os.path.dirname(os.__file__)) + os.sep
 # Standard-library files whose use of frames stays inside them; inspect and traceback are left out on purpose.
 FRAME_USERS = tuple(
     STDLIB + name
@@ -58,23 +57,16 @@ PROC_SECRETS = re.compile(
     r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|maps|smaps|pagemap|environ|fd|fdinfo|syscall|stack|auxv)\b"
     r"|^/dev/(mem|kmem|port)$"
 )
-# Modules whose namespaces are snapshotted: what the judge's own code, json and unittest call through.
+# Modules whose namespaces (and classes) are snapshotted: builtins, json and unittest, which forgers patch,
+# and the runner's own. Kept short: the snapshot is taken and compared on every check.
 WATCHED_MODULES = (
     "builtins",
     "json",
     "json.encoder",
     "json.decoder",
-    "os",
-    "io",
-    "math",
-    "operator",
-    "functools",
     "unittest",
     "unittest.case",
     "unittest.result",
-    "unittest.runner",
-    "unittest.loader",
-    "unittest.suite",
     "codec",
     "guard",
     "runner",

@@ -1,9 +1,9 @@
-"""The trusted side of a code check, the sandbox's main program (sent as main.py; standard library only).
+"""The trusted side of a code check (loaded by boot.py, the sandbox's main program; standard library only).
 
 Three processes, so that no process that runs model-written code holds the report channel, the nonce or the
 decision:
-- the judge (this process) makes itself non-dumpable (no ptrace, no /proc/<pid>/mem or fd by the same uid),
-  forks the zygote *before* it reads its input from stdin, keeps stdout (the report channel) to itself, and
+- the judge (this process, made non-dumpable by boot.py: no ptrace, no /proc/<pid>/mem or fd by the same
+  uid) forks the zygote *before* it reads its input from stdin, keeps stdout (the report channel) to itself, and
   decides every verdict from plain values (codec.py) that it compares with expected values only it holds;
 - the zygote never runs model code: it forks a runner per program and, for io tests, relays the runner's
   output;
@@ -16,37 +16,27 @@ run_custom. Output: one line REPORT_PREFIX + JSON with the nonce, written last, 
 import json
 import math
 import os
-import secrets
 import select
 import signal
 import sys
 import time
-import types
+
+import codec
+import runner
 
 REPORT_PREFIX = "ANNEAL_REPORT "
-PR_SET_DUMPABLE = 4
-SIDE_DIR = "/anneal-judge/"  # the file name the side modules are compiled under (no such folder exists)
-SIDE_MODULES = ("codec", "guard", "runner")  # in import order
-PROTECTED_FILES = (
-    os.path.abspath(globals().get("__file__") or "main.py"),
-    globals().get("__file__") or "main.py",
-    *(f"{SIDE_DIR}{name}.py" for name in SIDE_MODULES),
-)
-codec = runner = None  # the side modules, loaded by main() from stdin
+PR_SET_CHILD_SUBREAPER = 36
+# The judge's own files (boot.py compiles them under /anneal-judge/): trusted callers, names no program may
+# compile code under. main() adds the main program's path.
+PROTECTED_FILES = tuple(f"/anneal-judge/{name}.py" for name in ("codec", "guard", "runner", "judge"))
 OUTPUT_CAP = 1 << 20  # bytes of an io test's stdout the judge compares
 MARGIN_S = 0.25  # the judge reports this long before the sandbox's wall clock would kill everything
 
 
-def main():
-    import ctypes  # a local name: the runners, forked from here, must not find it in this module
-
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        os.write(2, b"judge: could not make itself non-dumpable\n")
-        os._exit(70)
-    # Nothing is imported from the working directory (a session's repository is there): the side modules
-    # come from stdin, ahead of the input proper, and are read before the zygote is forked.
-    sys.path[:] = [path for path in sys.path if path and not path.startswith(("/tmp", "."))]
-    _load_side_modules(json.loads(_read_exactly(int(_read_line_of_stdin()))))
+def main(boot_file):
+    """Judge the input on stdin (after the head boot.py read). `boot_file`: the main program's path."""
+    global PROTECTED_FILES
+    PROTECTED_FILES = (*PROTECTED_FILES, boot_file)
     job_r, job_w = os.pipe()
     out_r, out_w = os.pipe()
     if os.fork() == 0:
@@ -72,16 +62,6 @@ def main():
     os._exit(0)
 
 
-def _read_line_of_stdin():
-    line = b""
-    while not line.endswith(b"\n") and len(line) < 32:
-        byte = os.read(0, 1)
-        if not byte:
-            break
-        line += byte
-    return line.decode()
-
-
 def _read_exactly(count):
     """`count` bytes of stdin (all the rest when None), as text."""
     chunks, left = [], count
@@ -95,26 +75,20 @@ def _read_exactly(count):
     return b"".join(chunks).decode()
 
 
-def _load_side_modules(sources):
-    global codec, runner
-    for name in SIDE_MODULES:
-        module = types.ModuleType(name)
-        module.__file__ = f"{SIDE_DIR}{name}.py"
-        sys.modules[name] = module
-        exec(compile(sources[f"{name}.py"], module.__file__, "exec"), module.__dict__)
-    codec, runner = sys.modules["codec"], sys.modules["runner"]
-
-
 # --- the zygote ------------------------------------------------------------------------------------------
 
 
 def zygote(job_r, out_w):
     """Forks a runner per job; never runs model code itself. Never returns.
 
-    After each runner exits, every other process in the sandbox but the judge, the zygote and pid 1 is
-    killed, so nothing a program left running (a daemon that left its process group) reaches the next job.
+    The zygote is a child subreaper: after each runner exits, every process below it is killed, so nothing a
+    program left running (a daemon that left its session) reaches the next job. Nothing outside its own
+    descendants is touched, so the judge is safe to run unsandboxed (the benchmark's baseline does).
     """
-    keep = _ancestors(os.getpid())
+    import ctypes  # before any runner exists; the guard drops it from the runners' modules
+
+    # Orphans of runners (a daemon that left its session) are re-parented here, so the sweep finds them.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     os.close(0)
     os.dup2(2, 1)  # the report channel is the judge's alone
     pending = b""
@@ -128,23 +102,23 @@ def zygote(job_r, out_w):
             if pid == 0:
                 os.setpgid(0, 0)
                 runner.serve(job, job_r, out_w, PROTECTED_FILES)
-            _send(out_w, {"started": pid, "t": job["t"]})
+            _tell_judge(out_w, {"started": pid, "t": job["t"]})
             _, status = os.waitpid(pid, 0)
-            _sweep(keep)
-            _send(out_w, {"exited": _status_text(status), "t": job["t"]})
+            _sweep()
+            _tell_judge(out_w, {"exited": _status_text(status), "t": job["t"]})
         elif job.get("mode") == "unittest":
             pid = os.fork()
             if pid == 0:
                 os.setpgid(0, 0)
                 runner.run_unittest(job, out_w, PROTECTED_FILES)
-            _send(out_w, {"started": pid, "t": job["t"]})
+            _tell_judge(out_w, {"started": pid, "t": job["t"]})
             _, status = os.waitpid(pid, 0)
-            _sweep(keep)
-            _send(out_w, {"exited": _status_text(status), "t": job["t"]})
+            _sweep()
+            _tell_judge(out_w, {"exited": _status_text(status), "t": job["t"]})
         elif job.get("mode") == "io":
             result = _run_io(job)
-            _sweep(keep)
-            _send(out_w, {"t": job["t"], "io": result})
+            _sweep()
+            _tell_judge(out_w, {"t": job["t"], "io": result})
 
 
 def _run_io(job):
@@ -160,22 +134,13 @@ def _run_io(job):
     return result
 
 
-def _ancestors(pid):
-    """`pid` and every process above it up to pid 1 (the judge, the sandbox's init or fork server)."""
-    chain = {1}
-    while pid > 1 and pid not in chain:
-        chain.add(pid)
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            pid = int(f.read().rsplit(")", 1)[1].split()[1])
-    return chain
-
-
-def _sweep(keep):
+def _sweep():
+    """Kill every process below the zygote (runners and whatever they left running), reaping them."""
     for _ in range(100):  # a fork bomb may race the sweep; the sandbox's own limits bound it
-        others = [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in keep]
-        if not others:
+        below = _descendants(os.getpid())
+        if not below:
             return
-        for pid in others:
+        for pid in below:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -187,6 +152,22 @@ def _sweep(keep):
             except ChildProcessError:
                 break
         time.sleep(0.001)
+
+
+def _descendants(root):
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", encoding="utf-8") as f:
+                    parents[int(name)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    below, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier and pid not in below}
+        below |= frontier
+    return below
 
 
 def _kill_group(pid):
@@ -206,6 +187,13 @@ def _send(fd, message):
     data = (json.dumps(message) + "\n").encode()
     while data:
         data = data[os.write(fd, data) :]
+
+
+def _tell_judge(fd, message):
+    try:
+        _send(fd, message)
+    except BrokenPipeError:  # the judge reported and left: nothing is listening
+        os._exit(0)
 
 
 # --- talking to runners ----------------------------------------------------------------------------------
@@ -233,7 +221,10 @@ class Channel:
 
     def send(self, message):
         self.known.add(message["t"])
-        _send(self.job_w, message)
+        try:
+            _send(self.job_w, message)
+        except BrokenPipeError:
+            raise ProgramGone("lost its sandbox (the zygote died)") from None
 
     def receive(self, token, deadline):
         """The next message for `token`; ProgramGone on time out, or when the runner exited first."""
@@ -288,7 +279,7 @@ class Session:
     def __init__(self, channel, program, deadline, *, helpers=False):
         self.channel = channel
         self.deadline = deadline
-        self.token = secrets.token_hex(16)
+        self.token = os.urandom(16).hex()
         self.gone = None
         channel.send({"mode": "serve", "t": self.token, "program": program, "helpers": helpers})
         first = self._receive()
@@ -305,7 +296,7 @@ class Session:
                 "kwargs": codec.encode(dict(kwargs or {})),
             }
         except codec.NotPlain as problem:
-            raise TypeError(f"only plain values can be passed to the program's {name}(): {problem}") from None
+            raise CannotCross(f"{name}() was passed {problem}") from None
         request["t"] = self.token
         self.channel.send(request)
         reply = self._receive()
@@ -314,12 +305,24 @@ class Session:
         if "raised" in reply:
             raise _exception(*reply["raised"])
         if "not_plain" in reply:
-            raise TypeError(f"{name}() returned {reply['not_plain']}")
+            if "tampering" in reply:
+                raise TypeError(f"{name}() returned {reply['not_plain']}")
+            raise CannotCross(f"{name}() returned {reply['not_plain']}")
         try:
             return codec.decode(reply["value"])
         except (KeyError, TypeError, ValueError, RecursionError):
             self.channel.flag("forged a message to the judge")
             raise ProgramGone("sent a reply that was not a plain value") from None
+
+    def run_test(self, source):
+        """Run an assert script in the runner, next to the program (the hardened, weaker form); (ok, error)."""
+        if self.gone:
+            raise ProgramGone(self.gone)
+        self.channel.send({"test": strict_asserts(source), "t": self.token})
+        reply = self._receive()
+        if reply.get("passed") is True:
+            return True, None
+        return False, str(reply.get("error") or "the test failed")[:300]
 
     def finish(self):
         """Ask the runner what the program rebound in the judge's modules; the runner then exits."""
@@ -372,17 +375,22 @@ class RemoteFunction:
         return f"<function {self._name} of the program>"
 
 
+class CannotCross(BaseException):
+    """A test needs the program's objects (a class, a generator, a function as an argument): it is run in the
+    runner instead. A BaseException, so that a test's own `except Exception` cannot swallow it."""
+
+
 class RemoteOnly:
     """A name the program defined that cannot cross to the test (a class, an object): any use says why."""
 
     def __init__(self, name, kind):
-        self._what = f"{name} is a {kind} of the program; only its functions and plain values reach the tests"
+        self._what = f"{name} is a {kind} of the program"
 
     def __getattr__(self, name):
-        raise TypeError(self._what)
+        raise CannotCross(self._what)
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(self._what)
+        raise CannotCross(self._what)
 
 
 # --- python_tests ----------------------------------------------------------------------------------------
@@ -404,6 +412,7 @@ def run_tests(payload, channel, deadline):
         else:
             program_error = f"raised {session.error}" if session.error else None
             namespace = _test_namespace(session)
+    crossed = True  # False once an assert script needed the program's objects
     for index, test in enumerate(tests):
         if test["kind"] != "io" and program_error is not None:
             ok, error = False, "not run: the program failed"
@@ -413,13 +422,72 @@ def run_tests(payload, channel, deadline):
             ok, error = _io_test(test, payload, channel, deadline)
         elif test["kind"] == "call":
             ok, error = _call_test(test, session, payload)
+        elif crossed:
+            try:
+                ok, error = _assert_test(test["source"], index, namespace)
+            except CannotCross:
+                crossed, ok, error = False, False, None
         else:
-            ok, error = _assert_test(test["source"], index, namespace)
+            ok, error = False, None
         passed.append(ok)
         errors.append(error)
     if session is not None:
         session.finish()
+    if not crossed:
+        _assert_tests_in_runner(payload, channel, deadline, passed, errors)
     return {"passed": passed, "errors": errors, "program_error": program_error}
+
+
+def _assert_tests_in_runner(payload, channel, deadline, passed, errors):
+    """Every assert script of the row again, in a fresh runner next to the program (so they share its
+    classes and objects), each rewritten so that an object claiming to equal anything fails it."""
+    try:
+        session = Session(channel, payload["program"], deadline)
+    except ProgramGone as gone:
+        session, why = None, f"the program {gone}"
+    for index, test in enumerate(payload["tests"]):
+        if test["kind"] != "assert":
+            continue
+        if session is None:
+            passed[index], errors[index] = False, why
+            continue
+        try:
+            passed[index], errors[index] = session.run_test(test["source"])
+        except ProgramGone as gone:
+            passed[index], errors[index] = False, f"the program {gone}"
+    if session is not None:
+        session.finish()
+
+
+def strict_asserts(source):
+    """`source` with every operand of ==, !=, in and not in, and every asserted value, passed through
+    __anneal_plain__ (the runner's check that the value does not claim to equal anything)."""
+    import ast
+
+    class Strict(ast.NodeTransformer):
+        def visit_Compare(self, node):  # noqa: N802 - ast's name
+            self.generic_visit(node)
+            if any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops):
+                node.left = _checked(node.left)
+                node.comparators = [_checked(item) for item in node.comparators]
+            return node
+
+        def visit_Assert(self, node):  # noqa: N802
+            self.generic_visit(node)
+            node.test = _checked(node.test)
+            return node
+
+    try:
+        tree = Strict().visit(ast.parse(source))
+    except SyntaxError:
+        return source  # the runner reports the syntax error as the test's failure
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _checked(node):
+    import ast
+
+    return ast.Call(func=ast.Name(id="__anneal_plain__", ctx=ast.Load()), args=[node], keywords=[])
 
 
 def _test_namespace(session):
@@ -451,6 +519,8 @@ def _assert_test(source, index, namespace):
         exec(compile(source, f"<test {index + 1}>", "exec"), namespace)
     except ProgramGone as gone:
         return False, f"the program {gone}"
+    except CannotCross:
+        raise
     except BaseException as exc:  # noqa: BLE001 - a failing test, whatever it raised
         return False, runner.describe(exc)
     return True, None
@@ -471,12 +541,17 @@ def _call_test(test, session, payload):
 
 
 def _io_test(test, payload, channel, deadline):
-    token = secrets.token_hex(16)
+    token = os.urandom(16).hex()
     remaining = max(deadline - time.monotonic(), 0.05)
-    channel.send(
-        {"mode": "io", "t": token, "program": payload["program"], "stdin": test["stdin"], "time_s": remaining}
-    )
+    job = {
+        "mode": "io",
+        "t": token,
+        "program": payload["program"],
+        "stdin": test["stdin"],
+        "time_s": remaining,
+    }
     try:
+        channel.send(job)
         result = channel.receive(token, deadline + MARGIN_S / 2)["io"]
     except (ProgramGone, KeyError, TypeError):
         return False, "time ran out"
@@ -578,9 +653,9 @@ def _short(value, limit=120):
 
 def run_unittest_files(payload, channel, deadline):
     """payload: {"files": [test module paths]}. Report: {"passed": [test ids], "ran", "error"}."""
-    token = secrets.token_hex(16)
-    channel.send({"mode": "unittest", "t": token, "files": payload["files"]})
+    token = os.urandom(16).hex()
     try:
+        channel.send({"mode": "unittest", "t": token, "files": payload["files"]})
         reply = channel.receive(token, deadline)
     except ProgramGone as gone:
         return {"passed": [], "ran": 0, "error": f"the test run {gone}"}

@@ -1,0 +1,31 @@
+"""Modules a warm sandbox's fork server loads once, at start, so that each run using them only forks.
+
+An engine whose programs always import the same standard-library-only modules (the code judge) registers
+their source here before its first run; warm sandboxes started after that carry them in the fork server's
+source (`fork_server_source()`), define them before the first fork, and every run finds them in sys.modules.
+Nothing here comes from a request: a run cannot change what later runs get. A sandbox started before the
+registration, a cold run, or a remote host that never registered simply lacks them, and the program loads
+its own copy (the judge's boot.py does).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_FORK_SERVER = (Path(__file__).parent / "backends" / "fork_server.py").read_text()
+_MODULES: dict[str, tuple[str, str]] = {}  # name -> (file name compiled under, source)
+MAX_BYTES = 96 * 1024  # argv strings are capped at 128 KiB each by the kernel; the fork server needs the rest
+
+
+def register(name: str, source: str, *, filename: str) -> None:
+    """Preload module `name` (standard library imports only) from `source`, compiled under `filename`."""
+    _MODULES[name] = (filename, source)
+    size = sum(len(source.encode()) for _, source in _MODULES.values())
+    if size > MAX_BYTES:
+        del _MODULES[name]
+        raise ValueError(f"preloaded modules would take {size} bytes, past the {MAX_BYTES}-byte limit")
+
+
+def fork_server_source() -> str:
+    """The fork server's source with the registered modules in it."""
+    return _FORK_SERVER.replace("PRELOAD_SOURCES = {}", f"PRELOAD_SOURCES = {dict(_MODULES)!r}", 1)
