@@ -25,6 +25,7 @@ from typing import Protocol
 from gpu_jobs.agent.environment import RepoEnvironment, Verdict
 from gpu_jobs.agent.spec import EnvironmentSpec
 from gpu_jobs.agent.tools import ToolCall, format_instructions, parse_turn
+from gpu_jobs.rewards.formula import FormulaError, check_formula, evaluate
 from sandboxes.session import SessionPool
 
 SYSTEM_PROMPT = (
@@ -303,8 +304,6 @@ class Episode:
 
 def episode_reward(spec: EnvironmentSpec, parts: dict[str, float]) -> float:
     if spec.formula.strip():
-        from gpu_jobs.rewards.formula import FormulaError, check_formula, evaluate
-
         try:
             value = float(evaluate(check_formula(spec.formula, names=set(parts)), parts))
         except (FormulaError, ArithmeticError, ValueError):

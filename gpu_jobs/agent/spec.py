@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import PurePosixPath
+
+from gpu_jobs.agent.taskpack import held_out_rows
+from gpu_jobs.rewards.formula import FormulaError, check_formula
 
 ENVIRONMENT_NAMES = ("repo_tests",)
 TOOL_FORMATS = ("auto", "plain", "chat_template")
@@ -134,8 +138,6 @@ def validate_environment(value: object) -> EnvironmentSpec:
     if not isinstance(formula, str):
         raise ValueError("environment.formula: must be text")
     if formula.strip():
-        from gpu_jobs.rewards.formula import FormulaError, check_formula
-
         try:
             check_formula(formula, names=set(REWARD_NAMES))
         except FormulaError as exc:
@@ -150,14 +152,36 @@ def validate_environment(value: object) -> EnvironmentSpec:
     return spec
 
 
+class RowError(ValueError):
+    """The dataset row cannot start an episode; the message names the field."""
+
+
+def check_row(row: object) -> tuple[dict[str, str], list[str]]:
+    """The row's files and test files; RowError naming the field otherwise."""
+    if not isinstance(row, dict):
+        raise RowError("row: must be an object with prompt, files and test_files")
+    files = row.get("files")
+    if not isinstance(files, dict) or not files:
+        raise RowError("files: must be an object of relative path -> file text")
+    for name, text in files.items():
+        path = PurePosixPath(str(name))
+        if not name or path.is_absolute() or ".." in path.parts or not isinstance(text, str):
+            raise RowError(f"files[{name!r}]: needs a relative path inside the repository and text")
+    tests = row.get("test_files")
+    if not isinstance(tests, list) or not tests:
+        raise RowError("test_files: must list the repository's test modules (e.g. tests/test_x.py)")
+    for name in tests:
+        if name not in files or not str(name).endswith(".py"):
+            raise RowError(f"test_files: {name!r} must be a .py file listed in files")
+    return files, tests
+
+
 def check_job_environment(config: object) -> dict:
     """Checks a GRPOJobConfig whose ``environment`` is set; returns the option with its defaults filled in.
 
     ValueError naming the field: the option itself, a row that cannot start an episode, or a job option
     that environment jobs do not support yet.
     """
-    from gpu_jobs.agent.environment import RowError, check_row
-
     spec = validate_environment(config.environment)
     for index, row in enumerate(config.rows):
         try:
@@ -175,8 +199,6 @@ def check_job_environment(config: object) -> dict:
         if used:
             raise ValueError(f"{name}: not supported with an environment yet; leave it at its default")
     if spec.warmup_sft_steps:
-        from gpu_jobs.agent.warmup import held_out_rows
-
         if not held_out_rows(config.rows):
             raise ValueError(
                 "environment.warmup_sft_steps: the warm-up trains on task-pack tasks the job's rows do not "

@@ -36,9 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from gpu_jobs.agent.episode import Episode, EpisodeResult
 from gpu_jobs.agent.generation import TransformersTurns, VLLMTurns, turn_generator
-from gpu_jobs.agent.spec import EnvironmentSpec, validate_environment
-from gpu_jobs.agent.tools import tool_schemas
+from gpu_jobs.agent.rendering import PlainRenderer, make_renderer
+from gpu_jobs.agent.spec import validate_environment
+from gpu_jobs.agent.warmup import warm_up_model, warmup_message
 from gpu_jobs.alarms import TamperingLog
+from gpu_jobs.device import HostInfo, resolve_device
 from gpu_jobs.rewards import ScoreResult, build_scorer
 from gpu_jobs.rewards.base import TAMPERING_PART, tampering_what
 from sandboxes.session import SessionPool
@@ -53,92 +55,6 @@ MAX_PRESTARTED = 16  # blank sandboxes kept started for the next batch's episode
 # Episodes whose sandbox work runs at once (each in its own session; the host's cores bound it).
 SANDBOX_THREADS = 4
 ENVIRONMENT_REWARD = "environment"
-
-
-class PlainRenderer:
-    """The plain-text conversation: the system and user messages, then the turns as written, observations
-    in <observation> tags. Prefix-stable: rendering more messages only appends text."""
-
-    chat = False
-
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
-
-    def text(self, messages: list[dict]) -> str:
-        out = []
-        for message in messages:
-            role, content = message["role"], str(message.get("content", ""))
-            if role == "system":
-                out.append(content + "\n\n")
-            elif role == "user":
-                out.append(content + "\n")
-            elif role == "assistant":
-                out.append(content)
-            else:
-                out.append(self.observation_text(content))
-        return "".join(out)
-
-    def observation_text(self, content: str) -> str:
-        return f"\n<observation>\n{content}\n</observation>\n"
-
-    def ids(self, messages: list[dict]) -> list[int]:
-        return self.encode(self.text(messages))
-
-    def observation_ids(self, before: list[dict], message: dict) -> list[int]:
-        return self.encode(self.observation_text(str(message["content"])))
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-class ChatRenderer(PlainRenderer):
-    """The model's chat template, with the tools passed to it (its own tool-call format)."""
-
-    chat = True
-
-    def text(self, messages: list[dict]) -> str:
-        return self._render(messages, generation_prompt=messages[-1]["role"] != "assistant")
-
-    def observation_ids(self, before: list[dict], message: dict) -> list[int]:
-        # What the template puts after the model's own text: its end-of-turn marker (unless the model's EOS
-        # already is it), the tool message, and the next turn's opening. `before` ends with the model's turn.
-        prefix = self._render(before[:-1], generation_prompt=True) + str(before[-1]["content"])
-        with_tool = self._render([*before, message], generation_prompt=True)
-        start = len(prefix) if with_tool.startswith(prefix) else _common_prefix(prefix, with_tool)
-        text = with_tool[start:]
-        eos = self.tokenizer.eos_token
-        if eos and before[-1].get("ended_with_eos") and text.startswith(eos):
-            text = text[len(eos) :]
-        return self.encode(text)
-
-    def _render(self, messages: list[dict], *, generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(
-            messages, tools=tool_schemas(), tokenize=False, add_generation_prompt=generation_prompt
-        )
-
-
-def make_renderer(tokenizer: Any, spec: EnvironmentSpec) -> PlainRenderer:
-    """The chat template when the tokenizer has one that renders tool messages (or when asked), else plain."""
-    if spec.tool_format == "plain" or not getattr(tokenizer, "chat_template", None):
-        if spec.tool_format == "chat_template":
-            raise ValueError("environment.tool_format: the model's tokenizer has no chat template")
-        return PlainRenderer(tokenizer)
-    renderer = ChatRenderer(tokenizer)
-    probe = [
-        {"role": "system", "content": "s"},
-        {"role": "user", "content": "u"},
-        {"role": "assistant", "content": "a"},
-        {"role": "tool", "name": "run_tests", "content": "o"},
-    ]
-    try:
-        renderer.text(probe)
-    except Exception as exc:  # noqa: BLE001 - a template without tool support raises anything
-        if spec.tool_format == "chat_template":
-            raise ValueError(
-                f"environment.tool_format: the chat template cannot render tools ({exc})"
-            ) from None
-        return PlainRenderer(tokenizer)
-    return renderer
 
 
 @dataclass
@@ -190,9 +106,6 @@ class AgentRollouts:
         traces when the environment asks for one (gpu_jobs.agent.warmup); the warm-up is reported as a log."""
         if not self.spec.warmup_sft_steps:
             return model_dir
-        from gpu_jobs.agent.warmup import warm_up_model, warmup_message
-        from gpu_jobs.device import HostInfo, resolve_device
-
         folder, self.warmup = warm_up_model(
             model_dir=model_dir,
             output_dir=Path(self.config.output_dir),
@@ -481,15 +394,6 @@ def _cut_after_call(ids: list[int], tokenizer: Any) -> list[int]:
         if "</tool>" in piece or "</tool_call>" in piece:
             return ids[:n]
     return ids
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def agent_rollouts(

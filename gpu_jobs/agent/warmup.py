@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from gpu_jobs.agent.episode import Episode
+from gpu_jobs.agent.rendering import make_renderer
 from gpu_jobs.agent.spec import EnvironmentSpec
+from gpu_jobs.agent.taskpack import held_out_rows
 from gpu_jobs.agent.tools import ToolCall
 
 WARMUP_FOLDER = "warmup-model"
@@ -51,15 +53,6 @@ class Example:
 
     ids: list[int]
     mask: list[int]
-
-
-def held_out_rows(rows: list[dict]) -> list[dict]:
-    """The task pack's rows for the tasks `rows` do not hold (by ``task`` name or by identical files)."""
-    from gpu_jobs.agent.taskpack import pack_rows
-
-    names = {str(row.get("task")) for row in rows if isinstance(row, dict) and row.get("task")}
-    files = [row.get("files") for row in rows if isinstance(row, dict)]
-    return [row for row in pack_rows() if row["task"] not in names and row["files"] not in files]
 
 
 def scripted_turns(row: dict) -> list[tuple[str, ToolCall]]:
@@ -255,8 +248,6 @@ def warm_up_model(
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from gpu_jobs.agent.training import make_renderer
 
     target = Path(output_dir) / WARMUP_FOLDER
     if resume and (target / RECORD_FILE).is_file():

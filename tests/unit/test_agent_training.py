@@ -145,9 +145,9 @@ def test_a_tokenizer_with_a_chat_template_gets_its_own_tool_format(tmp_path):
     from transformers import AutoTokenizer
 
     from gpu_jobs.agent.episode import Episode
+    from gpu_jobs.agent.rendering import ChatRenderer, PlainRenderer, make_renderer
     from gpu_jobs.agent.spec import validate_environment
     from gpu_jobs.agent.tools import ToolCall
-    from gpu_jobs.agent.training import ChatRenderer, PlainRenderer, make_renderer
     from gpu_jobs.tiny_model import ensure_tiny_model
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model(MODEL_STORE))

@@ -39,7 +39,7 @@ def test_bad_warmup_options_name_the_key(value, message):
 
 
 def test_the_warmup_trains_on_pack_tasks_the_job_does_not_hold(tmp_path):
-    from gpu_jobs.agent.warmup import held_out_rows
+    from gpu_jobs.agent.taskpack import held_out_rows
 
     rows = pack_rows(limit=JOB_TASKS)
     held = held_out_rows(rows)
@@ -58,7 +58,7 @@ def test_the_warmup_trains_on_pack_tasks_the_job_does_not_hold(tmp_path):
 def test_a_scripted_trace_is_the_conversation_a_rollout_sees_with_only_the_models_turns_trained():
     from transformers import AutoTokenizer
 
-    from gpu_jobs.agent.training import make_renderer
+    from gpu_jobs.agent.rendering import make_renderer
     from gpu_jobs.agent.warmup import trace_examples
     from gpu_jobs.tiny_model import ensure_tiny_model
 

@@ -55,4 +55,11 @@ def pack_rows(limit: int | None = None) -> list[dict]:
     return [task_row(task) for task in tasks]
 
 
-__all__ = ["DOMAIN", "TASKS", "Task", "pack_rows", "task_row"]
+def held_out_rows(rows: list[dict]) -> list[dict]:
+    """The task pack's rows for the tasks `rows` do not hold (by ``task`` name or by identical files)."""
+    names = {str(row.get("task")) for row in rows if isinstance(row, dict) and row.get("task")}
+    files = [row.get("files") for row in rows if isinstance(row, dict)]
+    return [row for row in pack_rows() if row["task"] not in names and row["files"] not in files]
+
+
+__all__ = ["DOMAIN", "TASKS", "Task", "held_out_rows", "pack_rows", "task_row"]
