@@ -60,17 +60,15 @@ PROC_SECRETS = re.compile(
 # Modules whose namespaces (and classes) are snapshotted: builtins, json and unittest, which forgers patch,
 # and the runner's own. Kept short: the snapshot is taken and compared on every check.
 WATCHED_MODULES = (
-    "builtins",
-    "json",
-    "json.encoder",
-    "json.decoder",
-    "unittest",
-    "unittest.case",
-    "unittest.result",
-    "codec",
-    "guard",
-    "runner",
-)
+    "builtins", "json", "json.encoder", "json.decoder", "unittest", "unittest.case", "unittest.result",
+    "codec", "guard", "runner",
+)  # fmt: skip
+WATCHED_CLASSES = {
+    "json.encoder": ("JSONEncoder",),
+    "json.decoder": ("JSONDecoder",),
+    "unittest.case": ("TestCase",),
+    "unittest.result": ("TestResult",),
+}
 SNAPSHOT_KINDS = (type(len), type(lambda: 0), type, type(os))
 
 
@@ -182,8 +180,9 @@ def snapshot():
             continue
         namespace = dict(vars(module))
         taken[name] = (namespace, namespace)
-        for key, value in namespace.items():
-            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+        for key in WATCHED_CLASSES.get(name, ()):
+            value = namespace.get(key)
+            if isinstance(value, type):
                 taken[f"{name}.{key}"] = (value, dict(vars(value)))
     return taken
 
