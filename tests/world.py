@@ -4,7 +4,10 @@ Named users, the same in every test file: owner (owner of team Core), expert (ex
 (viewer in Core) and outsider (owner of team Rivals), all in organisation Acme. Each signs in with the
 password "<name>-password". The `world`, `launch` and `data_dirs` fixtures in tests/conftest.py build them;
 a test file that needs more (a checkpoint, a second dataset) extends the dict in a fixture of its own.
+A deployment starts from ``checkpoint_create``: a checkpoint of a job that trained (no training run).
 """
+
+from pathlib import Path
 
 from django.contrib.auth.models import User
 from django.test import Client
@@ -14,7 +17,7 @@ from anneal.accounts.models import Organisation, Role, Team
 from anneal.accounts.services import api_token_create, membership_set, team_create
 from anneal.datasets.models import DatasetVersion
 from anneal.datasets.services import dataset_version_create_from_rows
-from anneal.training.models import Job
+from anneal.training.models import Checkpoint, Job
 from anneal.training.services import job_launch
 from anneal.verifiers.models import Verifier
 from anneal.verifiers.services import verifier_create
@@ -116,3 +119,12 @@ class Launcher:
             eval_dataset_version_id=eval_version.id if eval_version else None,
             params=params,
         )
+
+
+def checkpoint_create(*, team: Team, location: Path, step: int = 2) -> Checkpoint:
+    """A checkpoint at ``location`` (made if missing) of a job of ``team`` that trained the tiny model, written
+    straight to the database: what a deployment starts from, without a training run."""
+    version = dataset_version_create_from_rows(team=team, user=None, name=f"sums-{location.name}", rows=ROWS)
+    job = Job.objects.create(team=team, name="adder", spec={"model": "tiny"}, dataset_version=version)
+    location.mkdir(parents=True, exist_ok=True)
+    return Checkpoint.objects.create(job=job, step=step, location=str(location))

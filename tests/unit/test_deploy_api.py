@@ -10,11 +10,8 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import AuditEntry, Organisation, Role
-from anneal.accounts.services import membership_set, team_create
-from anneal.datasets.services import dataset_version_create_from_rows
+from anneal.accounts.models import AuditEntry
 from anneal.deployments import services
 from anneal.deployments.batches import parse_lines
 from anneal.deployments.gate import gate_decide
@@ -28,51 +25,21 @@ from anneal.deployments.models import (
     key_hash,
 )
 from anneal.deployments.selectors import deployment_usage, team_spend_month
-from anneal.training.models import Checkpoint, Job
+from tests.world import api_client, checkpoint_create, page_client
 
 pytestmark = pytest.mark.django_db
 
-ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a, b in [(12, 45), (3, 4)]]
 CHAT = {"model": "adder", "messages": [{"role": "user", "content": "12+45="}], "max_tokens": 4}
 
 
 @pytest.fixture
-def world(db, settings, tmp_path):
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
-    settings.DATA_DIR = tmp_path / "data"
-    org = Organisation.objects.create(name="Acme")
-    people = {
-        name: User.objects.create_user(name, password=name * 2) for name in ("owner", "expert", "teammate")
-    }
-    people["outsider"] = User.objects.create_user("outsider", password="outsider" * 2)
-    core = team_create(organisation=org, name="Core", owner=people["owner"])
-    membership_set(team=core, user=people["expert"], role=Role.EXPERT)
-    membership_set(team=core, user=people["teammate"], role=Role.VIEWER)
-    rivals = team_create(organisation=org, name="Rivals", owner=people["outsider"])
-
-    def checkpoint(team, step: int = 2) -> Checkpoint:
-        version = dataset_version_create_from_rows(
-            team=team, user=None, name=f"sums-{team.pk}-{step}", rows=ROWS
-        )
-        job = Job.objects.create(team=team, name="adder", spec={"model": "tiny"}, dataset_version=version)
-        location = tmp_path / f"ckpt-{job.pk}"
-        location.mkdir()
-        return Checkpoint.objects.create(job=job, step=step, location=str(location))
-
+def world(world, tmp_path) -> dict:
+    """The shared world (tests/world.py) with a checkpoint in Core (ckpt) and one in Rivals (rival_ckpt)."""
     return {
-        **people,
-        "core": core,
-        "rivals": rivals,
-        "ckpt": checkpoint(core),
-        "rival_ckpt": checkpoint(rivals),
+        **world,
+        "ckpt": checkpoint_create(team=world["core"], location=tmp_path / "ckpt-core"),
+        "rival_ckpt": checkpoint_create(team=world["rivals"], location=tmp_path / "ckpt-rivals"),
     }
-
-
-def api(user: User) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def deploy(world, name: str = "adder", **extra) -> Deployment:
@@ -114,7 +81,7 @@ def assert_openai_error(response, status: int, *, code: str | None = None, param
 
 
 def test_create_lists_and_scopes_deployments(world):
-    owner = api(world["owner"])
+    owner = api_client(world["owner"])
     created = owner.post(
         "/api/v1/deployments", {"checkpoint": world["ckpt"].pk, "name": "adder"}, format="json"
     )
@@ -122,8 +89,8 @@ def test_create_lists_and_scopes_deployments(world):
     body = created.json()
     assert body["state"] == "pending" and body["tier"] == "standard" and body["base_url"].endswith("/v1")
     assert [d["name"] for d in owner.get("/api/v1/deployments").json()] == ["adder"]
-    assert api(world["outsider"]).get(f"/api/v1/deployments/{body['id']}").status_code == 404
-    assert api(world["outsider"]).get("/api/v1/deployments").json() == []
+    assert api_client(world["outsider"]).get(f"/api/v1/deployments/{body['id']}").status_code == 404
+    assert api_client(world["outsider"]).get("/api/v1/deployments").json() == []
 
 
 @pytest.mark.parametrize(
@@ -136,7 +103,7 @@ def test_create_lists_and_scopes_deployments(world):
     ],
 )
 def test_bad_deployment_input_names_the_field(world, payload, field):
-    response = api(world["owner"]).post(
+    response = api_client(world["owner"]).post(
         "/api/v1/deployments", {"checkpoint": world["ckpt"].pk, **payload}, format="json"
     )
     assert response.status_code == 400
@@ -144,7 +111,7 @@ def test_bad_deployment_input_names_the_field(world, payload, field):
 
 
 def test_another_teams_checkpoint_and_a_taken_name_are_refused(world):
-    owner = api(world["owner"])
+    owner = api_client(world["owner"])
     foreign = owner.post("/api/v1/deployments", {"checkpoint": world["rival_ckpt"].pk}, format="json")
     assert foreign.status_code == 400 and "no checkpoint with id" in foreign.json()["detail"]
     deploy(world)
@@ -156,7 +123,7 @@ def test_another_teams_checkpoint_and_a_taken_name_are_refused(world):
 
 def test_a_viewer_may_look_but_not_deploy_stop_or_make_keys(world):
     deployment = deploy(world)
-    viewer = api(world["teammate"])
+    viewer = api_client(world["teammate"])
     assert viewer.get(f"/api/v1/deployments/{deployment.pk}").status_code == 200
     assert (
         viewer.post("/api/v1/deployments", {"checkpoint": world["ckpt"].pk}, format="json").status_code == 403
@@ -167,7 +134,7 @@ def test_a_viewer_may_look_but_not_deploy_stop_or_make_keys(world):
 
 def test_a_key_is_shown_once_stored_hashed_and_revocable(world):
     deployment = deploy(world)
-    owner = api(world["owner"])
+    owner = api_client(world["owner"])
     created = owner.post(
         "/api/v1/deployments/keys", {"name": "backend", "deployment": deployment.pk}, format="json"
     )
@@ -180,7 +147,9 @@ def test_a_key_is_shown_once_stored_hashed_and_revocable(world):
     revoked = owner.post(f"/api/v1/deployments/keys/{stored.pk}/revoke")
     assert revoked.status_code == 200 and revoked.json()["revoked_at"]
     assert AuditEntry.objects.filter(action="deployment_key.revoke", object_id=str(stored.pk)).exists()
-    assert api(world["outsider"]).post(f"/api/v1/deployments/keys/{stored.pk}/revoke").status_code == 404
+    assert (
+        api_client(world["outsider"]).post(f"/api/v1/deployments/keys/{stored.pk}/revoke").status_code == 404
+    )
 
 
 # --- the lifecycle the worker drives ----------------------------------------------------------------------
@@ -226,7 +195,7 @@ def test_switching_tier_keeps_the_old_replica_until_a_new_one_is_ready(world):
     services.replica_finish(replica_id=old.pk)
     deployment.refresh_from_db()
     assert deployment.state == DeploymentState.READY and deployment.tier == "turbo"
-    same = api(world["owner"]).post(
+    same = api_client(world["owner"]).post(
         f"/api/v1/deployments/{deployment.pk}/tier", {"tier": "turbo"}, format="json"
     )
     assert same.status_code == 400 and "already runs at the turbo tier" in same.json()["detail"]
@@ -266,13 +235,13 @@ def test_a_blocked_gate_shows_the_numbers_and_only_an_owner_overrides_it_audited
     deployment.refresh_from_db()
     assert deployment.state == DeploymentState.FAILED
     assert "held-out sums: 0.500 -> 0.250 (-0.250)" in deployment.error
-    detail = api(world["owner"]).get(f"/api/v1/deployments/{deployment.pk}").json()
+    detail = api_client(world["owner"]).get(f"/api/v1/deployments/{deployment.pk}").json()
     assert detail["gate"]["passed"] is False and detail["gate"]["scores"][0]["blocked"] is True
-    expert = api(world["expert"]).post(
+    expert = api_client(world["expert"]).post(
         f"/api/v1/deployments/{deployment.pk}/gate/override", {}, format="json"
     )
     assert expert.status_code == 400 and "only an owner" in expert.json()["detail"]
-    owner = api(world["owner"]).post(
+    owner = api_client(world["owner"]).post(
         f"/api/v1/deployments/{deployment.pk}/gate/override", {"reason": "sums matter less"}, format="json"
     )
     assert owner.status_code == 200 and owner.json()["state"] == "pending" and owner.json()["gate_overridden"]
@@ -304,18 +273,20 @@ def test_usage_is_priced_per_million_tokens_of_the_tier_and_summed_per_key_and_t
     usage = deployment_usage(deployment)
     assert usage["totals"]["requests"] == 2 and usage["per_tier"]["turbo"]["completion_tokens"] == 20
     assert {row["key_name"]: row["requests"] for row in usage["per_key"]} == {"k": 1, "playground": 1}
-    team = api(world["owner"]).get("/api/v1/deployments/usage").json()
+    team = api_client(world["owner"]).get("/api/v1/deployments/usage").json()
     assert team["spend_month_usd"] == "0.200030" and team["monthly_cap_usd"] is None
 
 
 def test_only_writers_set_the_budget_and_a_negative_cap_is_refused(world):
-    owner = api(world["owner"])
+    owner = api_client(world["owner"])
     assert (
         owner.post("/api/v1/deployments/usage", {"monthly_cap_usd": "-1"}, format="json").status_code == 400
     )
     ok = owner.post("/api/v1/deployments/usage", {"monthly_cap_usd": "2.5"}, format="json")
     assert ok.status_code == 200 and ok.json()["monthly_cap_usd"] == "2.500000"
-    viewer = api(world["teammate"]).post("/api/v1/deployments/usage", {"monthly_cap_usd": "9"}, format="json")
+    viewer = api_client(world["teammate"]).post(
+        "/api/v1/deployments/usage", {"monthly_cap_usd": "9"}, format="json"
+    )
     assert viewer.status_code == 403
 
 
@@ -428,8 +399,7 @@ def test_batch_lines_are_checked_and_errors_name_the_line():
 
 
 def test_pages_render_for_the_team_and_404_for_others(world, ready):
-    client = Client()
-    client.force_login(world["owner"])
+    client = page_client(world["owner"])
     deployment = ready["deployment"]
     for url in ("/deployments/", f"/deployments/new/?checkpoint={world['ckpt'].pk}", f"/deployments/{deployment.pk}/",
                 f"/deployments/{deployment.pk}/playground/"):  # fmt: skip
@@ -440,8 +410,7 @@ def test_pages_render_for_the_team_and_404_for_others(world, ready):
     assert f"/deployments/new/?checkpoint={world['ckpt'].pk}" in job_page
     created = client.post(f"/deployments/{deployment.pk}/keys/", {"name": "web"})
     assert created.status_code == 200 and "sk-anneal-" in created.content.decode()
-    outsider = Client()
-    outsider.force_login(world["outsider"])
+    outsider = page_client(world["outsider"])
     assert outsider.get(f"/deployments/{deployment.pk}/").status_code == 404
     assert (
         outsider.post(
@@ -474,9 +443,7 @@ def test_replica_commands_for_the_cpu_server_and_for_vllm_on_gpu_hosts():
 
 
 def test_the_admin_lists_every_deployment_model_and_stops_deployments(world, ready):
-    admin = User.objects.create_superuser("root", password="rootroot")
-    client = Client()
-    client.force_login(admin)
+    client = page_client(User.objects.create_superuser("root", password="rootroot"))
     for model in ("deployment", "deploymentkey", "usagerecord", "teambudget", "batchjob", "batchfile"):
         assert client.get(f"/admin/deployments/{model}/").status_code == 200, model
     deployment = ready["deployment"]
