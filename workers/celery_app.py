@@ -11,10 +11,10 @@ for entry in (str(ROOT), str(ROOT / "platform")):
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anneal.settings")
 
 import django  # noqa: E402
-from celery import Celery  # noqa: E402
 
 django.setup()
 
-app = Celery("anneal")
-app.config_from_object("django.conf:settings", namespace="CELERY")
+# The platform's app (it sends tasks by name through it); the workers register the tasks on it.
+from anneal.tasks import app  # noqa: E402
+
 app.conf.include = ["workers.tasks"]

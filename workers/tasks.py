@@ -3,6 +3,8 @@
 from django.conf import settings
 
 from anneal.datasets.services import dataset_upload_ingest, dataset_upload_preview
+from anneal.deployments.batches import batch_run
+from anneal.deployments.services import replicas_reap_stale
 from anneal.training.dispatch import jobs_dispatch
 from anneal.training.housekeeping import jobs_reap_stale, rollouts_prune
 from sandboxes.service import run_batch
@@ -81,13 +83,9 @@ def replica_serve_task(replica_id: int) -> str:
 
 @app.task(name="deployments.run_batch", acks_late=True)
 def batch_run_task(batch_id: int) -> str:
-    from anneal.deployments.batches import batch_run
-
     return batch_run(batch_id=batch_id)
 
 
 @app.task(name="deployments.reap_stale_replicas")
 def reap_stale_replicas() -> int:
-    from anneal.deployments.services import replicas_reap_stale
-
     return replicas_reap_stale(timeout_s=settings.DEPLOY_REPLICA_HEARTBEAT_TIMEOUT_S)

@@ -17,6 +17,8 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from anneal.tasks import app
+
 QUEUES = ("default", "gpu", "sandbox")
 
 
@@ -43,8 +45,6 @@ def _redis() -> str:
 
 
 def _workers() -> dict:
-    from workers.celery_app import app
-
     replies = app.control.inspect(timeout=1.0).active_queues() or {}
     serving = {queue["name"] for queues in replies.values() for queue in queues}
     missing = [q for q in QUEUES if q not in serving]

@@ -31,6 +31,7 @@ from anneal.datasets.readers import FileRefused, ReadLimits, detect_format
 from anneal.datasets.tokens import TokenizerUnavailable, token_counter
 from anneal.errors import InputError
 from anneal.request_limits import size_text
+from anneal.tasks import DATASET_INGEST, DATASET_PREVIEW, enqueue
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ def dataset_upload_create(
             state=UploadState.PENDING if parsed else UploadState.MAPPING,
         )
         audit(team=team, user=user, action="dataset.upload", obj=upload, file=upload.file_name)
-        _enqueue("datasets.ingest" if parsed else "datasets.preview", upload.id)
+        enqueue(DATASET_INGEST if parsed else DATASET_PREVIEW, upload.id)
     return upload
 
 
@@ -186,21 +187,9 @@ def dataset_upload_map(*, upload: DatasetUpload, user: User, mapping: dict, toke
                 field="state",
             )
         audit(team=upload.team, user=user, action="dataset.map", obj=upload, mapping=parsed.to_dict())
-        _enqueue("datasets.ingest", upload.id)
+        enqueue(DATASET_INGEST, upload.id)
     upload.refresh_from_db()
     return upload
-
-
-def _enqueue(task: str, upload_id: int) -> None:
-    """Send ``task`` (by name: the platform never imports the tasks) for the upload once the row is saved;
-    CELERY_TASK_ROUTES puts datasets.* on the ``default`` queue."""
-
-    def enqueue() -> None:
-        from workers.celery_app import app
-
-        app.send_task(task, args=[upload_id])
-
-    transaction.on_commit(enqueue)
 
 
 def dataset_upload_ingest(*, upload_id: int, redelivered: bool = False) -> DatasetUpload:

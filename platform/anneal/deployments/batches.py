@@ -38,6 +38,7 @@ from anneal.deployments.selectors import (
 from anneal.deployments.services import usage_record
 from anneal.deployments.v1 import OpenAIError, check_request
 from anneal.errors import NUL_MESSAGE, holds_nul
+from anneal.tasks import BATCH_RUN, enqueue
 
 ENDPOINTS = {"/v1/chat/completions": "chat.completions", "/v1/completions": "completions"}
 MAX_LINE_ERRORS = 20
@@ -217,9 +218,7 @@ def batch_create(
         total=len(requests),
     )
     audit(team=key.team, user=None, action="batch.create", obj=batch, key=key.key_hint, lines=len(requests))
-    from workers.tasks import batch_run_task
-
-    transaction.on_commit(lambda: batch_run_task.delay(batch.pk))
+    enqueue(BATCH_RUN, batch.pk)
     return batch
 
 

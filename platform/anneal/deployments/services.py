@@ -28,23 +28,12 @@ from anneal.deployments.models import (
     key_hash,
 )
 from anneal.errors import InputError, without_nul
+from anneal.tasks import DEPLOYMENT_PREPARE, REPLICA_SERVE, enqueue
 from anneal.training.models import Checkpoint
 
 MAX_REPLICAS = 4
 MAX_CONCURRENCY = 64
 LIVE_REPLICA_STATES = (ReplicaState.STARTING, ReplicaState.READY)
-
-
-def _enqueue_prepare(deployment_id: int) -> None:
-    from workers.tasks import deployment_prepare_task
-
-    transaction.on_commit(lambda: deployment_prepare_task.delay(deployment_id))
-
-
-def _enqueue_replica(replica_id: int) -> None:
-    from workers.tasks import replica_serve_task
-
-    transaction.on_commit(lambda: replica_serve_task.delay(replica_id))
 
 
 def _check_shape(*, tier: str, replicas: int, max_concurrency: int) -> None:
@@ -105,7 +94,7 @@ def deployment_create(
     audit(
         team=team, user=user, action="deployment.create", obj=deployment, tier=tier, checkpoint=checkpoint.pk
     )
-    _enqueue_prepare(deployment.pk)
+    enqueue(DEPLOYMENT_PREPARE, deployment.pk)
     return deployment
 
 
@@ -143,7 +132,7 @@ def gate_record(
 def replicas_spawn(*, deployment: Deployment, count: int, tier: str) -> list[Replica]:
     replicas = [Replica.objects.create(deployment=deployment, tier=tier) for _ in range(count)]
     for replica in replicas:
-        _enqueue_replica(replica.pk)
+        enqueue(REPLICA_SERVE, replica.pk)
     return replicas
 
 
@@ -231,7 +220,7 @@ def deployment_gate_override(*, deployment: Deployment, user: User, reason: str 
         max_drop=gate.max_drop,
         blocked=gate.blocking,
     )
-    _enqueue_prepare(deployment.pk)
+    enqueue(DEPLOYMENT_PREPARE, deployment.pk)
     return deployment
 
 

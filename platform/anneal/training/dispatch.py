@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from anneal.tasks import JOB_RUN, enqueue
 from anneal.training.limits import team_limits
 from anneal.training.models import ACTIVE_STATES, Job, JobState
 
@@ -87,16 +88,8 @@ def jobs_dispatch() -> list[int]:
             jobs[job.team_id] += 1
             devices[job.team_id] += job.devices
         Job.objects.filter(pk__in=chosen, state=JobState.QUEUED).update(dispatched_at=now)
-        to_send = chosen + resend
-
-        def send() -> None:
-            from workers.tasks import job_run
-
-            for job_id in to_send:
-                job_run.delay(job_id)
-
-        if to_send:
-            transaction.on_commit(send)
+        for job_id in chosen + resend:
+            enqueue(JOB_RUN, job_id)
     return chosen
 
 
