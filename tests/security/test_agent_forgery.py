@@ -105,7 +105,6 @@ def test_a_repository_that_forges_its_tests_earns_nothing(name):
         "always_equal_result",
         "frame_walk_for_the_token",
         "rebind_builtins_build_class",
-        "replace_the_test_methods_from_a_thread",
     ],
 )
 def test_what_the_repository_tried_is_named_as_tampering(name):

@@ -213,7 +213,7 @@ def test_the_example_row_scores_one(sandbox):
         1.0,
         {"tests_passed": 1.0, "tests_total": 1.0, "tampering": 0.0},
         "the test passed",
-        output={"status": "ok", "stdout": "", "stderr": ""},
+        output={"status": "ok", "stdout": "", "stderr": "", "tests": "1 assert script"},
     )
 
 

@@ -39,7 +39,8 @@ def main(boot_file):
     PROTECTED_FILES = (*PROTECTED_FILES, boot_file)
     job_r, job_w = os.pipe()
     out_r, out_w = os.pipe()
-    if os.fork() == 0:
+    zygote_pid = os.fork()
+    if zygote_pid == 0:
         os.close(job_w)
         os.close(out_r)
         zygote(job_r, out_w)
@@ -49,7 +50,7 @@ def main(boot_file):
     report_fd = os.dup(1)
     os.dup2(2, 1)  # prints of a test script go to stderr: only the report reaches stdout
     deadline = time.monotonic() + float(payload["time_s"]) - MARGIN_S
-    channel = Channel(job_w, out_r)
+    channel = Channel(job_w, out_r, zygote_pid)
     if payload["mode"] == "custom":
         report = run_custom(payload, channel, deadline)
     elif payload["mode"] == "unittest":
@@ -97,6 +98,13 @@ def zygote(job_r, out_w):
         if line is None:
             os._exit(0)
         job = json.loads(line)
+        if job.get("last"):
+            # The judge needs no other runner: this process becomes it, which saves a fork (and the copy of
+            # every page the interpreter touches) on each check.
+            os.setpgid(0, 0)
+            if job.get("mode") == "serve":
+                runner.serve(job, job_r, out_w, PROTECTED_FILES)
+            runner.run_unittest(job, out_w, PROTECTED_FILES)
         if job.get("mode") == "serve":
             pid = os.fork()
             if pid == 0:
@@ -208,12 +216,16 @@ class ProgramGone(Exception):
         self.status = status
 
 
+EOF = {}  # Channel._next's answer once every writer of the reply pipe is gone
+
+
 class Channel:
     """The judge's end of the pipes to the zygote and its runners. Collects tampering reports as it reads."""
 
-    def __init__(self, job_w, out_r):
+    def __init__(self, job_w, out_r, zygote_pid):
         self.job_w = job_w
         self.out_r = out_r
+        self.zygote_pid = zygote_pid  # the runner's pid too, after a job marked "last"
         self.pending = b""
         self.tampering = []
         self.known = set()  # every token issued: a late message of an earlier job is not a forgery
@@ -232,6 +244,8 @@ class Channel:
             message = self._next(deadline)
             if message is None:
                 raise ProgramGone("ran past its time limit")
+            if message is EOF:
+                raise ProgramGone("exited", "its process ended")
             if "tampering" in message and len(message) == 1:
                 self.flag(message["tampering"])
             elif message.get("t") not in self.known:
@@ -260,7 +274,7 @@ class Channel:
                 return None
             chunk = os.read(self.out_r, 1 << 16)
             if not chunk:
-                return None
+                return EOF
             self.pending += chunk
             if len(self.pending) > runner.MAX_MESSAGE:
                 self.flag("flooded the judge's channel")
@@ -276,12 +290,16 @@ class Channel:
 class Session:
     """One runner serving one program: the names it defined, and calls into it that return plain values."""
 
-    def __init__(self, channel, program, deadline, *, helpers=False):
+    def __init__(self, channel, program, deadline, *, helpers=False, last=False):
+        """`last`: no other runner will be needed, so the zygote itself becomes this one."""
         self.channel = channel
         self.deadline = deadline
         self.token = os.urandom(16).hex()
         self.gone = None
-        channel.send({"mode": "serve", "t": self.token, "program": program, "helpers": helpers})
+        if last:
+            channel.started[self.token] = channel.zygote_pid
+        job = {"mode": "serve", "t": self.token, "program": program, "helpers": helpers, "last": last}
+        channel.send(job)
         first = self._receive()
         self.names = first.get("names") or {}
         self.error = first.get("error")
@@ -405,8 +423,9 @@ def run_tests(payload, channel, deadline):
     session = namespace = None
     program_error = None
     if any(test["kind"] != "io" for test in tests):
+        only_runner = all(test["kind"] != "io" for test in tests)
         try:
-            session = Session(channel, payload["program"], deadline)
+            session = Session(channel, payload["program"], deadline, last=only_runner)
         except ProgramGone as gone:
             program_error = f"{gone.what} before its tests ran" + (f" ({gone.status})" if gone.status else "")
         else:
@@ -431,32 +450,24 @@ def run_tests(payload, channel, deadline):
             ok, error = False, None
         passed.append(ok)
         errors.append(error)
+    if not crossed:
+        _assert_tests_in_runner(payload["tests"], session, passed, errors)
     if session is not None:
         session.finish()
-    if not crossed:
-        _assert_tests_in_runner(payload, channel, deadline, passed, errors)
     return {"passed": passed, "errors": errors, "program_error": program_error}
 
 
-def _assert_tests_in_runner(payload, channel, deadline, passed, errors):
-    """Every assert script of the row again, in a fresh runner next to the program (so they share its
-    classes and objects), each rewritten so that an object claiming to equal anything fails it."""
-    try:
-        session = Session(channel, payload["program"], deadline)
-    except ProgramGone as gone:
-        session, why = None, f"the program {gone}"
-    for index, test in enumerate(payload["tests"]):
+def _assert_tests_in_runner(tests, session, passed, errors):
+    """Every assert script of the row again, in the runner next to the program (so they share its classes
+    and objects), each rewritten so that an object claiming to equal anything fails it. The program's state
+    is as the judge's calls left it: a test that needed its objects usually failed on the first of them."""
+    for index, test in enumerate(tests):
         if test["kind"] != "assert":
-            continue
-        if session is None:
-            passed[index], errors[index] = False, why
             continue
         try:
             passed[index], errors[index] = session.run_test(test["source"])
         except ProgramGone as gone:
             passed[index], errors[index] = False, f"the program {gone}"
-    if session is not None:
-        session.finish()
 
 
 def strict_asserts(source):
@@ -655,7 +666,8 @@ def run_unittest_files(payload, channel, deadline):
     """payload: {"files": [test module paths]}. Report: {"passed": [test ids], "ran", "error"}."""
     token = os.urandom(16).hex()
     try:
-        channel.send({"mode": "unittest", "t": token, "files": payload["files"]})
+        channel.started[token] = channel.zygote_pid
+        channel.send({"mode": "unittest", "t": token, "files": payload["files"], "last": True})
         reply = channel.receive(token, deadline)
     except ProgramGone as gone:
         return {"passed": [], "ran": 0, "error": f"the test run {gone}"}
