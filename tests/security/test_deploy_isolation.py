@@ -19,54 +19,27 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import Organisation, Role
-from anneal.accounts.services import membership_set, team_create
-from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.deployments import services
 from anneal.deployments.models import Replica
 from anneal.deployments.selectors import team_budget_cap
-from anneal.training.models import Checkpoint, Job
 from gpu_jobs.tiny_model import ensure_tiny_model
 from tests.stack import free_port
+from tests.world import api_client, checkpoint_create, page_client
 
 pytestmark = pytest.mark.django_db
 
 MODEL_STORE = Path(os.environ.get("ANNEAL_MODEL_STORE", "/tmp/anneal-test/models"))
-ROWS = [{"prompt": "12+45=", "answer": "57"}]
 HELLO = [{"role": "user", "content": "12+45="}]
 
 
-@pytest.fixture
-def world(db, settings, tmp_path):
-    settings.DATA_DIR = tmp_path / "data"
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
-    org = Organisation.objects.create(name="Acme")
-    people = {
-        name: User.objects.create_user(name, password=name * 2) for name in ("owner", "expert", "outsider")
-    }
-    core = team_create(organisation=org, name="Core", owner=people["owner"])
-    membership_set(team=core, user=people["expert"], role=Role.EXPERT)
-    team_create(organisation=org, name="Rivals", owner=people["outsider"])
-
-    def checkpoint(location: Path) -> Checkpoint:
-        version = dataset_version_create_from_rows(
-            team=core, user=None, name=f"sums-{location.name}", rows=ROWS
-        )
-        job = Job.objects.create(team=core, name="adder", spec={"model": "tiny"}, dataset_version=version)
-        location.mkdir(parents=True, exist_ok=True)
-        return Checkpoint.objects.create(job=job, step=2, location=str(location))
-
-    return {**people, "core": core, "checkpoint": checkpoint, "tmp": tmp_path}
-
-
 def deploy(world, name: str, *, tier: str = "standard", location: Path | None = None):
-    checkpoint = world["checkpoint"](location or world["tmp"] / f"ckpt-{name}")
+    location = location or Path(django_settings.DATA_DIR) / f"ckpt-{name}"  # the test's own (data_dirs)
+    checkpoint = checkpoint_create(team=world["core"], location=location)
     return services.deployment_create(
         team=world["core"], user=world["owner"], checkpoint_id=checkpoint.pk, name=name, tier=tier
     )
@@ -79,17 +52,11 @@ def key_for(world, deployment=None) -> str:
     )[1]
 
 
-def api(user: User) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
 # --- replicas answer the platform only ----------------------------------------------------------------------
 
 
 @pytest.fixture
-def served(world):
+def served(world, tmp_path):
     """A replica of deployment `adder` started the way the serve worker starts one, serving the tiny model."""
     from workers import deploy as worker
 
@@ -98,7 +65,7 @@ def served(world):
     (replica,) = services.replicas_spawn(deployment=deployment, count=1, tier=deployment.tier)
     assert services.replica_claim(replica_id=replica.pk, worker="test")
     port = free_port()
-    log_path = world["tmp"] / "replica.log"
+    log_path = tmp_path / "replica.log"
     with log_path.open("ab") as log:
         child, credential = worker.replica_process_start(replica=replica, port=port, log=log)
     try:
@@ -166,12 +133,9 @@ def test_a_replica_answers_only_the_platform_and_names_nothing_to_others(world, 
     assert response.json()["usage"]["total_tokens"] > 0
     credential, replica = served["credential"], served["replica"]
     assert replica.credential == credential  # what the proxy derives from the row is what the process got
-    shown = [api(world["owner"]).get(f"/api/v1/deployments/{served['deployment'].pk}").content]
-    owner = Client()
-    owner.force_login(world["owner"])
-    shown.append(owner.get(f"/deployments/{served['deployment'].pk}/").content)
-    root = Client()
-    root.force_login(User.objects.create_superuser("root", password="rootroot"))
+    shown = [api_client(world["owner"]).get(f"/api/v1/deployments/{served['deployment'].pk}").content]
+    shown.append(page_client(world["owner"]).get(f"/deployments/{served['deployment'].pk}/").content)
+    root = page_client(User.objects.create_superuser("root", password="rootroot"))
     shown.append(root.get(f"/admin/deployments/deployment/{served['deployment'].pk}/change/").content)
     for content in shown:
         assert credential.encode() not in content and replica.credential_salt.encode() not in content
@@ -200,15 +164,17 @@ def test_a_vllm_replica_gets_the_credential_where_vllm_reads_it_and_never_in_arg
 
 def test_only_an_owner_sets_the_spending_cap_through_the_api_and_the_page(world):
     services.team_budget_set(team=world["core"], user=world["owner"], monthly_cap_usd=Decimal("5"))
-    lifted = api(world["expert"]).post("/api/v1/deployments/usage", {"monthly_cap_usd": None}, format="json")
+    lifted = api_client(world["expert"]).post(
+        "/api/v1/deployments/usage", {"monthly_cap_usd": None}, format="json"
+    )
     assert lifted.status_code == 403, lifted.content
     assert "owner" in lifted.json()["detail"] and "cap" in lifted.json()["detail"]
-    page = Client()
-    page.force_login(world["expert"])
-    refused = page.post("/deployments/budget/", {"monthly_cap_usd": "1000"})
+    refused = page_client(world["expert"]).post("/deployments/budget/", {"monthly_cap_usd": "1000"})
     assert refused.status_code == 403 and "owner" in refused.content.decode()
     assert team_budget_cap(world["core"].pk) == Decimal("5")
-    raised = api(world["owner"]).post("/api/v1/deployments/usage", {"monthly_cap_usd": "9"}, format="json")
+    raised = api_client(world["owner"]).post(
+        "/api/v1/deployments/usage", {"monthly_cap_usd": "9"}, format="json"
+    )
     assert raised.status_code == 200 and team_budget_cap(world["core"].pk) == Decimal("9")
 
 
