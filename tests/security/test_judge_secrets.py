@@ -16,15 +16,14 @@ from ipaddress import ip_address
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import AuditEntry, Organisation, Role, TeamSecret
+from anneal.accounts.models import AuditEntry, Organisation, TeamSecret
 from anneal.accounts.secret_box import decrypt, encrypt
-from anneal.accounts.services import membership_set, team_create
+from anneal.accounts.services import team_create
 from anneal.verifiers.outbound import team_outbound
 from gpu_jobs.rewards import SpecError, build_scorer, validate_spec
 from gpu_jobs.rewards.outbound import Outbound, OutboundRefused, parse_host_entry
+from tests.world import api_client, page_client
 
 SECRET_VALUE = "sk-live-0123456789-TOP-SECRET-judge-key"
 GOOD_ROW = {"prompt": "12+45=", "answer": "57"}
@@ -90,40 +89,18 @@ def no_connections(monkeypatch):
     return attempts
 
 
-@pytest.fixture
-def world(db, settings, tmp_path):
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
-    org = Organisation.objects.create(name="Acme")
-    people = {
-        name: User.objects.create_user(name, password=name * 3) for name in ("owner", "expert", "teammate")
-    }
-    people["outsider"] = User.objects.create_user("outsider", password="outsider" * 3)
-    core = team_create(organisation=org, name="Core", owner=people["owner"])
-    membership_set(team=core, user=people["expert"], role=Role.EXPERT)
-    membership_set(team=core, user=people["teammate"], role=Role.VIEWER)
-    rivals = team_create(organisation=org, name="Rivals", owner=people["outsider"])
-    return {**people, "core": core, "rivals": rivals}
-
-
-def api(user: User) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
 def judge_spec(url: str, **extra) -> dict:
     return {"type": "model_judge", "endpoint": url, "model": "judge", "timeout_s": 5, **extra}
 
 
 def allow(world, host: str):
-    response = api(world["owner"]).post("/api/v1/team/outbound-hosts", {"host": host}, format="json")
+    response = api_client(world["owner"]).post("/api/v1/team/outbound-hosts", {"host": host}, format="json")
     assert response.status_code == 201, response.content
     return response
 
 
 def store_secret(world, user: str = "owner", name: str = "JUDGE_KEY", value: str = SECRET_VALUE):
-    return api(world[user]).post("/api/v1/team/secrets", {"name": name, "value": value}, format="json")
+    return api_client(world[user]).post("/api/v1/team/secrets", {"name": name, "value": value}, format="json")
 
 
 # --- a judge never reads the process environment ----------------------------------------------------------
@@ -134,7 +111,7 @@ def test_naming_any_environment_variable_is_refused_with_a_pointer_to_team_secre
     with pytest.raises(SpecError) as caught:
         validate_spec(judge_spec("https://api.example.com/v1", api_key_env=variable))
     assert caught.value.field == "api_key_env" and "team secret" in caught.value.message
-    created = api(world["owner"]).post(
+    created = api_client(world["owner"]).post(
         "/api/v1/verifiers",
         {"name": "leaky", "spec": judge_spec("https://api.example.com/v1", api_key_env=variable)},
         format="json",
@@ -153,7 +130,7 @@ def test_a_version_saved_before_secrets_with_a_null_api_key_env_still_loads():
 
 
 def test_a_secret_value_never_appears_in_any_response_and_every_change_is_audited(world, judge):
-    owner = api(world["owner"])
+    owner = api_client(world["owner"])
     created = store_secret(world)
     assert created.status_code == 201, created.content
     assert store_secret(world).status_code == 409  # taken: replace it explicitly
@@ -166,8 +143,7 @@ def test_a_secret_value_never_appears_in_any_response_and_every_change_is_audite
         format="json",
     )
     assert verifier.status_code == 201, verifier.content
-    page = Client()
-    page.force_login(world["owner"])
+    page = page_client(world["owner"])
     responses = [
         created,
         replaced,
@@ -210,8 +186,8 @@ def test_a_secret_value_never_appears_in_any_response_and_every_change_is_audite
 def test_a_viewer_cannot_set_secrets_and_nobody_outside_the_team_sees_their_names(world):
     assert store_secret(world, user="teammate").status_code == 403
     assert store_secret(world, user="expert").status_code == 201
-    assert api(world["outsider"]).get("/api/v1/team/secrets").json() == []
-    assert api(world["outsider"]).delete("/api/v1/team/secrets/JUDGE_KEY").status_code == 404
+    assert api_client(world["outsider"]).get("/api/v1/team/secrets").json() == []
+    assert api_client(world["outsider"]).delete("/api/v1/team/secrets/JUDGE_KEY").status_code == 404
 
 
 def test_secrets_stay_readable_when_an_operator_sets_and_rotates_the_secrets_key(settings):
@@ -230,7 +206,7 @@ def test_secrets_stay_readable_when_an_operator_sets_and_rotates_the_secrets_key
 
 
 def test_a_judge_on_loopback_is_refused_until_an_owner_allows_exactly_that_host(world, judge):
-    owner = api(world["owner"])
+    owner = api_client(world["owner"])
     spec = judge_spec(judge.url)
     preview = {"spec": spec, "samples": [{"row": GOOD_ROW, "completion": "57"}]}
     refused = owner.post("/api/v1/verifiers/preview", preview, format="json")
@@ -337,7 +313,7 @@ def test_a_redirect_to_a_refused_address_is_refused_and_its_body_not_shown(world
 
 def test_another_teams_secret_cannot_be_named_or_resolved(world, judge):
     assert store_secret(world).status_code == 201
-    outsider = api(world["outsider"])
+    outsider = api_client(world["outsider"])
     outsider.post("/api/v1/team/outbound-hosts", {"host": f"127.0.0.1:{judge.port}"}, format="json")
     created = outsider.post(
         "/api/v1/verifiers",
@@ -359,18 +335,19 @@ def test_another_teams_secret_cannot_be_named_or_resolved(world, judge):
 
 
 def test_only_an_owner_changes_the_allowed_hosts_in_api_and_pages_alike(world):
-    expert = api(world["expert"])
+    expert = api_client(world["expert"])
     refused = expert.post("/api/v1/team/outbound-hosts", {"host": "api.example.com"}, format="json")
     assert refused.status_code == 403 and "owner" in refused.json()["detail"]
-    page = Client()
-    page.force_login(world["expert"])
+    page = page_client(world["expert"])
     assert page.post("/team/settings/", {"form": "host", "host": "api.example.com"}).status_code == 403
     assert b"Only an owner of the team changes this list" in page.get("/team/settings/").content
     added = allow(world, "api.example.com").json()
     assert expert.delete(f"/api/v1/team/outbound-hosts/{added['id']}").status_code == 403
-    bad = api(world["owner"]).post("/api/v1/team/outbound-hosts", {"host": "https://x.com/v1"}, format="json")
+    bad = api_client(world["owner"]).post(
+        "/api/v1/team/outbound-hosts", {"host": "https://x.com/v1"}, format="json"
+    )
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "host"
-    assert api(world["owner"]).delete(f"/api/v1/team/outbound-hosts/{added['id']}").status_code == 204
+    assert api_client(world["owner"]).delete(f"/api/v1/team/outbound-hosts/{added['id']}").status_code == 204
     actions = set(
         AuditEntry.objects.filter(action__startswith="outbound_host.").values_list("action", flat=True)
     )
@@ -415,18 +392,18 @@ def test_a_deployment_judge_goes_through_v1_with_a_key_bound_to_it_and_is_metere
             "samples": [{"row": GOOD_ROW, "completion": "57"}],
         }
         for _ in range(2):
-            response = api(owner).post("/api/v1/verifiers/preview", preview, format="json")
+            response = api_client(owner).post("/api/v1/verifiers/preview", preview, format="json")
             assert response.status_code == 200, response.content
             assert response.json()["results"][0]["score"] == 0.8, response.json()
         # One key, bound to that deployment alone, issued once and reused; never listed among the secrets.
         (key,) = DeploymentKey.objects.filter(team=core)
         assert key.deployment_id == deployment.pk and key.is_active
-        assert api(owner).get("/api/v1/team/secrets").json() == []
+        assert api_client(owner).get("/api/v1/team/secrets").json() == []
         records = UsageRecord.objects.filter(deployment=deployment)
         assert records.count() == 2 and set(records.values_list("key_id", flat=True)) == {key.pk}
         assert [r["body"]["model"] for r in replica_server.requests] == ["adder", "adder"]
         # Another team names the same deployment: it has none by that name.
-        rival = api(outsider).post("/api/v1/verifiers/preview", preview, format="json")
+        rival = api_client(outsider).post("/api/v1/verifiers/preview", preview, format="json")
         assert rival.status_code == 400 and rival.json()["errors"][0]["field"] == "spec.deployment"
     finally:
         replica_server.close()
@@ -434,11 +411,9 @@ def test_a_deployment_judge_goes_through_v1_with_a_key_bound_to_it_and_is_metere
 
 def test_the_form_builder_offers_the_teams_secret_names_and_never_an_environment_variable(world):
     assert store_secret(world, name="CORE_JUDGE_KEY").status_code == 201
-    page = Client()
-    page.force_login(world["owner"])
+    page = page_client(world["owner"])
     html = page.get("/verifiers/new/?type=model_judge").content.decode()
     assert 'name="model_judge.api_key_secret"' in html and "api_key_env" not in html
     assert '<option value="CORE_JUDGE_KEY">' in html and SECRET_VALUE not in html
-    outsider = Client()
-    outsider.force_login(world["outsider"])
+    outsider = page_client(world["outsider"])
     assert "CORE_JUDGE_KEY" not in outsider.get("/verifiers/new/?type=model_judge").content.decode()
