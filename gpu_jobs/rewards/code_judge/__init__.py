@@ -9,8 +9,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import marshal
-import sys
 import zlib
 from pathlib import Path
 
@@ -26,15 +24,13 @@ SANDBOX_EXTRA_S = 1.0
 
 
 def _head() -> str:
-    """The judge's modules as boot.py reads them: source, and code compiled by this interpreter (used when the
-    sandbox's Python has the same cache tag, which saves compiling ~1,000 lines on every check)."""
+    """The judge's modules as boot.py reads them, compressed: a warm sandbox has them preloaded and skips
+    this (so it is kept small: it travels with every check), a cold run compiles them."""
     sources = {name: (HERE / f"{name}.py").read_text(encoding="utf-8") for name in MODULES}
-    code = {
-        name: base64.b64encode(marshal.dumps(compile(text, f"/anneal-judge/{name}.py", "exec"))).decode()
-        for name, text in sources.items()
+    source = {
+        name: base64.b64encode(zlib.compress(text.encode(), 9)).decode() for name, text in sources.items()
     }
-    source = {name: base64.b64encode(zlib.compress(text.encode())).decode() for name, text in sources.items()}
-    return json.dumps({"tag": sys.implementation.cache_tag, "code": code, "source": source})
+    return json.dumps({"source": source})
 
 
 HEAD = _head()

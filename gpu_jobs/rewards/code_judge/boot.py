@@ -1,21 +1,16 @@
 """The sandbox's main program for a code check: loads the judge and calls it (sent as main.py; stdlib only).
 
 It first makes this process non-dumpable (no ptrace, no /proc/<pid>/mem or fd by the same uid), then reads
-the judge's modules from the head of stdin: compiled code when this interpreter's cache tag matches the one
-they were compiled for, else their source. Nothing is imported from the working directory, which in an
+the judge's modules (compressed source) from the head of stdin. Nothing is imported from the working directory, which in an
 agent's session holds the model's repository. A warm sandbox may hold them already (sandboxes/preload.py):
 those copies are used when their digest is the head's. Stdin: a line "N DIGEST" (N: the head's length), the head (JSON:
-{"tag", "code": {name: marshal, base64}, "source": {name: zlib, base64}}), then the judge's own input.
+{"source": {name: zlib, base64}}), then the judge's own input.
 """
 
-import base64
 import ctypes
-import json
-import marshal
 import os
 import sys
 import types
-import zlib
 
 PR_SET_DUMPABLE = 4
 MODULES = ("codec", "guard", "runner", "judge")  # in import order
@@ -53,21 +48,21 @@ def judge_module():
         except OSError:  # stdin is a pipe
             read_bytes(int(length))
         return preloaded
+    import json  # only a sandbox without the preloaded judge (a cold run) reads and compiles it
+
     return load(json.loads(read_bytes(int(length))))
 
 
 def load(head):
-    compiled = head.get("tag") == sys.implementation.cache_tag
+    import base64
+    import zlib
+
     for name in MODULES:
         module = types.ModuleType(name)
         module.__file__ = f"{FOLDER}{name}.py"
         sys.modules[name] = module
-        if compiled:
-            code = marshal.loads(base64.b64decode(head["code"][name]))
-        else:
-            source = zlib.decompress(base64.b64decode(head["source"][name]))
-            code = compile(source, module.__file__, "exec")
-        exec(code, module.__dict__)
+        source = zlib.decompress(base64.b64decode(head["source"][name]))
+        exec(compile(source, module.__file__, "exec"), module.__dict__)
     return sys.modules["judge"]
 
 
