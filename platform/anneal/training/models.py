@@ -46,7 +46,6 @@ class Job(models.Model):
     )
     error = models.TextField(blank=True)
     step = models.PositiveIntegerField(default=0)
-    max_steps = models.PositiveIntegerField(default=0)
     last_seq = models.PositiveIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)
     child_pid = models.IntegerField(null=True, blank=True)
@@ -78,6 +77,12 @@ class Job(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    @property
+    def max_steps(self) -> int:
+        """The steps the job runs, from its spec (the settings are stored once, there); 0 when it names none."""
+        value = self.spec.get("max_steps") if isinstance(self.spec, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
     @property
     def progress(self) -> float:

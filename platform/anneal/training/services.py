@@ -230,7 +230,6 @@ def _job_create(
         spec=spec,
         dataset_version=dataset_version,
         eval_dataset_version=eval_version,
-        max_steps=spec.get("max_steps", 0),
         retry_of=retry_of,
         **job_columns(spec),
     )
