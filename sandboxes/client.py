@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 from sandboxes.registry import BACKEND_NAMES, get_backend
 from sandboxes.remote import running_host
@@ -53,7 +54,7 @@ class SandboxClient:
         self.team = team
         self.max_batch = max_batch
         self.last_hosts: list[str] = []  # remote mode: the hosts seen running the last batch, in order
-        self._celery = None
+        self._celery: Any = None  # a Celery app in remote mode
         if mode == "remote":
             from celery import Celery  # only remote clients pay for importing Celery
 

@@ -16,8 +16,12 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sandboxes.types import Status
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 PREFIX = "anneal:sandbox:"
 LATENCY_WINDOW = 2000  # latest run durations kept per backend
@@ -45,7 +49,7 @@ def _team_key(team: str) -> str:
 
 @dataclass
 class Leases:
-    redis: object
+    redis: Redis
     team: str
     members: list[str]
 
@@ -54,7 +58,7 @@ class Leases:
             self.redis.zrem(_team_key(self.team), *self.members)
 
 
-def try_acquire(redis: object, *, team: str, runs: int, quota: int) -> Leases | None:
+def try_acquire(redis: Redis, *, team: str, runs: int, quota: int) -> Leases | None:
     """Leases for `runs` runs of `team` if they fit under `quota` now, else None. QuotaError if runs > quota."""
     if runs > quota:
         raise QuotaError(f"a batch of {runs} runs is larger than team {team!r}'s sandbox quota of {quota}")
@@ -64,12 +68,12 @@ def try_acquire(redis: object, *, team: str, runs: int, quota: int) -> Leases | 
     return Leases(redis=redis, team=team, members=members) if taken else None
 
 
-def in_flight(redis: object, *, team: str) -> int:
+def in_flight(redis: Redis, *, team: str) -> int:
     """Runs of `team` holding leases now."""
     return redis.zcount(_team_key(team), time.time(), "+inf")
 
 
-def record(redis: object, *, backend: str, results: list[dict]) -> None:
+def record(redis: Redis, *, backend: str, results: list[dict]) -> None:
     """Add a finished batch's runs (RunResult dicts) to `backend`'s statistics."""
     if not results:
         return
@@ -89,7 +93,7 @@ def _percentile(values: list[float], fraction: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def snapshot(redis: object, *, queue: str = "sandbox") -> dict:
+def snapshot(redis: Redis, *, queue: str = "sandbox") -> dict:
     """{"queue_depth": int, "backends": {name: {runs, by_status, sandbox_error_rate, failure_rate,
     p50_ms, p99_ms, window}}} over everything recorded (latency over the latest LATENCY_WINDOW runs)."""
     backends = {}

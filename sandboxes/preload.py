@@ -10,10 +10,12 @@ its own copy (the judge's boot.py does).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 _FORK_SERVER = (Path(__file__).parent / "backends" / "fork_server.py").read_text()
 _MODULES: dict[str, tuple[str, str]] = {}  # name -> (file name compiled under, source)
+_ASSIGNMENT = re.compile(r"^PRELOAD_SOURCES = \{\}", re.MULTILINE)
 MAX_BYTES = 96 * 1024  # argv strings are capped at 128 KiB each by the kernel; the fork server needs the rest
 
 
@@ -27,5 +29,9 @@ def register(name: str, source: str, *, filename: str) -> None:
 
 
 def fork_server_source() -> str:
-    """The fork server's source with the registered modules in it."""
-    return _FORK_SERVER.replace("PRELOAD_SOURCES = {}", f"PRELOAD_SOURCES = {dict(_MODULES)!r}", 1)
+    """The fork server's source with the registered modules in it (assigned on the line that starts with
+    `PRELOAD_SOURCES = {}`; a mention of it anywhere else is left alone)."""
+    source, count = _ASSIGNMENT.subn(lambda _: f"PRELOAD_SOURCES = {dict(_MODULES)!r}", _FORK_SERVER, count=1)
+    if count != 1:
+        raise RuntimeError("fork_server.py has no line starting with 'PRELOAD_SOURCES = {}' to fill in")
+    return source

@@ -17,6 +17,10 @@ import os
 import socket
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 HEARTBEAT_EVERY_S = 1.0
 HEARTBEAT_TTL_S = 4.0  # a host that misses this many seconds of beats counts as dead
@@ -39,7 +43,7 @@ class Heartbeat:
     rather than deleted, so it outlives the moment between the task's return and its result being stored.
     """
 
-    redis: object
+    redis: Redis
     batch_id: str
 
     def __post_init__(self) -> None:
@@ -66,7 +70,7 @@ class Heartbeat:
             self._set()
 
 
-def running_host(redis: object, batch_id: str) -> str | None:
+def running_host(redis: Redis, batch_id: str) -> str | None:
     """The host and pid whose heartbeat for `batch_id` is alive, or None."""
     value = redis.get(heartbeat_key(batch_id))
     return value.decode() if isinstance(value, bytes) else value

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sandboxes import fleet
 from sandboxes.registry import get_backend
 from sandboxes.remote import Heartbeat
 from sandboxes.types import RunRequest
 
+if TYPE_CHECKING:
+    from redis import Redis
+
 
 def run_many_dicts(
-    requests: list[dict], backend: str, *, batch_id: str | None = None, redis: object | None = None
+    requests: list[dict], backend: str, *, batch_id: str | None = None, redis: Redis | None = None
 ) -> list[dict]:
     """Run RunRequest dicts on the named backend; one RunResult dict per request, in order.
 
@@ -26,7 +31,7 @@ def run_many_dicts(
 
 
 def run_batch(
-    requests: list[dict], backend: str, *, batch_id: str, redis: object, team: str | None, quota: int
+    requests: list[dict], backend: str, *, batch_id: str, redis: Redis, team: str | None, quota: int
 ) -> list[dict] | None:
     """What a sandbox host does with one batch from the queue: the team's quota, the run, the statistics.
 

@@ -160,6 +160,8 @@ class SessionPool:
         if backend is None:
             with _BACKEND_LOCK:
                 backend = get_backend("bwrap")
+        if not isinstance(backend, BwrapBackend):
+            raise SandboxStartError("sandbox sessions run on the bwrap backend only")
         self.size = size
         self.tmpfs_mb = tmpfs_mb
         self._backend = backend

@@ -310,12 +310,14 @@ def _usr_neighbours() -> list[str]:
 def _collect(proc: subprocess.Popen, limits: Limits, cgroup: RunCgroup | None, *, started: float) -> Outcome:
     """Read stdout and stderr until both close, the wall clock runs out, or one passes the byte cap."""
     deadline = started + limits.wall_s
-    buffers = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    assert proc.stdout is not None and proc.stderr is not None  # started with stdout=stderr=PIPE
+    out, err = proc.stdout.fileno(), proc.stderr.fileno()
+    buffers = {out: bytearray(), err: bytearray()}
     timed_out = flooded = False
     with selectors.DefaultSelector() as selector:
-        for stream in buffers:
-            os.set_blocking(stream.fileno(), False)
-            selector.register(stream, selectors.EVENT_READ)
+        for fd in buffers:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
         while selector.get_map() and not flooded:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -326,8 +328,8 @@ def _collect(proc: subprocess.Popen, limits: Limits, cgroup: RunCgroup | None, *
                 if not chunk:
                     selector.unregister(key.fileobj)
                     continue
-                buffers[key.fileobj] += chunk
-                flooded = flooded or len(buffers[key.fileobj]) > limits.output_bytes
+                buffers[key.fd] += chunk
+                flooded = flooded or len(buffers[key.fd]) > limits.output_bytes
     if not (timed_out or flooded):
         try:  # the program may have closed its output and kept running
             proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
@@ -340,8 +342,8 @@ def _collect(proc: subprocess.Popen, limits: Limits, cgroup: RunCgroup | None, *
     proc.stderr.close()
     return Outcome(
         exit_code=proc.returncode,
-        stdout=bytes(buffers[proc.stdout]),
-        stderr=bytes(buffers[proc.stderr]),
+        stdout=bytes(buffers[out]),
+        stderr=bytes(buffers[err]),
         timed_out=timed_out,
         flooded=flooded,
     )

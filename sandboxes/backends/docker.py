@@ -28,6 +28,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from sandboxes.backends.base import SandboxBackend
 from sandboxes.backends.seccomp import docker_profile
@@ -95,7 +96,7 @@ class DockerLauncher:
         self.tmpfs_mb = limits.tmpfs_mb
         self.pids = limits.pids
         self.pid: str = ""
-        self._container = None
+        self._container: Any = None  # a docker SDK Container (the SDK has no types)
         self._dir: str | None = None
         self._error = ""
 
@@ -218,7 +219,7 @@ class DockerBackend(SandboxBackend):
         self.base_url = base_url
         self.image = image
         self.workers = max(workers, pool_size)
-        self._client = None
+        self._client: Any = None  # a docker.DockerClient, made on first use
         self._seccomp_option = ""
         self.defaults = Limits()
         self.pool: WarmPool | None = None

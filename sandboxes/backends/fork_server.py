@@ -51,7 +51,8 @@ PRELOADED = (
 )  # fmt: skip
 
 # name -> (file name, source) of modules to define before the first fork; sandboxes/preload.py fills this in.
-PRELOAD_SOURCES = {}
+# (A type comment, not an annotation: preload.py finds this line by its text "PRELOAD_SOURCES = {}".)
+PRELOAD_SOURCES = {}  # type: dict[str, tuple[str, str]]
 PR_SET_DUMPABLE = 4
 IPC_RMID = 0
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -180,7 +181,7 @@ def run_python(main: str) -> int:
         # What runpy.run_path does for a plain file, without its first-call imports (~2 ms a run).
         module = types.ModuleType("__main__")
         module.__file__ = main
-        module.__builtins__ = builtins
+        module.__dict__["__builtins__"] = builtins
         sys.modules["__main__"] = module
         with open(main, "rb") as f:
             source = f.read()
@@ -195,7 +196,7 @@ def run_python(main: str) -> int:
         traceback.print_exception(type(exc), exc, tb)  # None (a SyntaxError): no traceback, as python prints
         code = 1
     try:
-        threading._shutdown()  # wait for non-daemon threads, as interpreter exit does
+        threading._shutdown()  # type: ignore[attr-defined]  # waits for non-daemon threads, as exit does
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -302,7 +303,13 @@ def serve(sock: socket.socket) -> None:
         message, fds, _, _ = socket.recv_fds(sock, 64, 4)
         if message != b"run" or len(fds) != 4:
             return  # host gone, or a message we do not understand: end the sandbox
-        report = {"exit_code": None, "signal": None, "setup_error": None, "clean": True, "oom_killed": False}
+        report: dict[str, object] = {
+            "exit_code": None,
+            "signal": None,
+            "setup_error": None,
+            "clean": True,
+            "oom_killed": False,
+        }
         oom_kills_before = oom_kills()
         pid = None
         setup_r, setup_w = os.pipe()
@@ -319,8 +326,8 @@ def serve(sock: socket.socket) -> None:
         host_gone = False
         if pid is not None:
             pidfd = os.pidfd_open(pid)
-            ready, _, _ = select.select([pidfd, sock], [], [])
-            if sock in ready:
+            ready, _, _ = select.select([pidfd, sock.fileno()], [], [])
+            if sock.fileno() in ready:
                 host_gone = sock.recv(64) != b"kill"
                 os.kill(pid, signal.SIGKILL)
             _, status = os.waitpid(pid, 0)

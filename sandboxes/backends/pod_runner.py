@@ -77,17 +77,19 @@ def run(request: dict) -> dict:
         start_new_session=True,
         preexec_fn=lambda: limit(limits),  # single-threaded here, so safe
     )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # all PIPE
     try:
         proc.stdin.write(request["stdin"].encode())
         proc.stdin.close()
     except BrokenPipeError:
         pass
-    buffers = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    out, err = proc.stdout.fileno(), proc.stderr.fileno()
+    buffers = {out: bytearray(), err: bytearray()}
     timed_out = flooded = False
     deadline = started + limits["wall_s"]
     with selectors.DefaultSelector() as selector:
-        for stream in buffers:
-            selector.register(stream, selectors.EVENT_READ)
+        for fd in buffers:
+            selector.register(fd, selectors.EVENT_READ)
         while selector.get_map() and not flooded:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -98,8 +100,8 @@ def run(request: dict) -> dict:
                 if not chunk:
                     selector.unregister(key.fileobj)
                     continue
-                buffers[key.fileobj] += chunk
-                flooded = flooded or len(buffers[key.fileobj]) > limits["output_bytes"]
+                buffers[key.fd] += chunk
+                flooded = flooded or len(buffers[key.fd]) > limits["output_bytes"]
     if not (timed_out or flooded):
         try:
             proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
@@ -112,8 +114,8 @@ def run(request: dict) -> dict:
     proc.wait()
     return {
         "exit_code": proc.returncode,
-        "stdout": bytes(buffers[proc.stdout]).decode(errors="replace"),
-        "stderr": bytes(buffers[proc.stderr]).decode(errors="replace"),
+        "stdout": bytes(buffers[out]).decode(errors="replace"),
+        "stderr": bytes(buffers[err]).decode(errors="replace"),
         "timed_out": timed_out,
         "flooded": flooded,
         "duration_s": round(time.monotonic() - started, 4),

@@ -110,7 +110,7 @@ class RunCgroup:
     def remove(self) -> None:
         """Remove the cgroup; killed processes leave it asynchronously, so retry briefly."""
         _LIVE.pop(id(self), None)
-        for path in {self.pids_dir, self.memory_dir} - {None}:
+        for path in {d for d in (self.pids_dir, self.memory_dir) if d is not None}:
             for _ in range(50):
                 try:
                     path.rmdir()
@@ -225,7 +225,7 @@ def _remove_at_exit() -> None:
 
 def _own_cgroup_dirs(controller: str) -> list[Path]:
     """This process's cgroup in the v1 hierarchy of `controller` and in the v2 unified one, where mounted."""
-    dirs = []
+    dirs: list[Path] = []
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:

@@ -47,7 +47,9 @@ class _Report:
 class Launcher(Protocol):
     """Starts one sandbox running the fork server and owns its processes (bubblewrap, a container …)."""
 
-    pid: int | str  # what identifies the sandbox to an operator (a process id, a container id)
+    @property
+    def pid(self) -> int | str:
+        """What identifies the sandbox to an operator (a process id, a container id)."""
 
     def start(self) -> socket.socket:
         """Start the sandbox; return the host end of its SOCK_SEQPACKET socket. SandboxStartError on failure."""
@@ -310,7 +312,7 @@ class WarmPool:
                 sandbox.close()
             return report.result
 
-    def idle_pids(self) -> list[int]:
+    def idle_pids(self) -> list[int | str]:
         """The bwrap process of each idle sandbox (for the fleet view and tests)."""
         with self._idle.mutex:
             return [sandbox.pid for sandbox in self._idle.queue]
