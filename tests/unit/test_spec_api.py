@@ -9,17 +9,14 @@ import os
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
 from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.training.limits import LIMIT_FIELDS
 from anneal.training.models import Job, JobDataset
 from anneal.verifiers.services import verifier_create
 from gpu_jobs.spec import SETTING_NAMES
+from tests.world import api_client
 
 pytestmark = pytest.mark.django_db
 
@@ -31,16 +28,12 @@ PLAIN = [{"prompt": f"{a}*{b}=", "answer": str(a * b)} for a, b in [(2, 2), (3, 
 
 
 @pytest.fixture
-def world(db, settings, tmp_path):
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
+def world(world, settings, tmp_path) -> dict:
+    """The shared world (tests/world.py) with Core's versions sums (domain add), diffs (sub) and plain (no
+    domain), its verifiers exact and numeric, and a version and verifier of Rivals; verifiers by version id."""
     settings.MODEL_STORE = tmp_path / "models"
     settings.MODEL_ALLOW_HUB = False
-    org = Organisation.objects.create(name="Acme")
-    owner = User.objects.create_user("owner")
-    outsider = User.objects.create_user("outsider")
-    core = team_create(organisation=org, name="Core", owner=owner)
-    rivals = team_create(organisation=org, name="Rivals", owner=outsider)
+    core, owner, rivals, outsider = world["core"], world["owner"], world["rivals"], world["outsider"]
 
     def version(team, user, name, rows):
         return dataset_version_create_from_rows(team=team, user=user, name=name, rows=rows)
@@ -50,7 +43,7 @@ def world(db, settings, tmp_path):
         return made.latest_version.id
 
     return {
-        "owner": owner,
+        **world,
         "sums": version(core, owner, "sums", SUMS),
         "diffs": version(core, owner, "diffs", DIFFS),
         "plain": version(core, owner, "plain", PLAIN),
@@ -61,13 +54,8 @@ def world(db, settings, tmp_path):
     }
 
 
-def api(user: User) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
-def launch(world, **overrides):
+def post_job(world, **overrides):
+    """POST /api/v1/jobs as the owner: the mix of sums and diffs, with ``overrides``."""
     body = {
         "name": "mix",
         "dataset_versions": [world["sums"].id, world["diffs"].id],
@@ -79,7 +67,7 @@ def launch(world, **overrides):
         "params": {"max_steps": 2, "prompts_per_step": 2, "num_generations": 2},
     }
     body.update(overrides)
-    return api(world["owner"]).post("/api/v1/jobs", body, format="json")
+    return api_client(world["owner"]).post("/api/v1/jobs", body, format="json")
 
 
 def error_fields(response) -> list[str]:
@@ -88,7 +76,7 @@ def error_fields(response) -> list[str]:
 
 
 def test_a_job_mixes_versions_with_domain_weights_and_routed_verifiers(world):
-    response = launch(world)
+    response = post_job(world)
     assert response.status_code == 201, response.json()
     job = Job.objects.get(pk=response.json()["id"])
     assert job.spec["dataset_versions"] == [world["sums"].id, world["diffs"].id]
@@ -99,14 +87,14 @@ def test_a_job_mixes_versions_with_domain_weights_and_routed_verifiers(world):
     assert [u.dataset_version_id for u in uses] == [world["sums"].id, world["diffs"].id]
     assert job.dataset_version_id == world["sums"].id
     # Every version the job mixes is kept for reproducibility: deleting the second answers 409.
-    deleted = api(world["owner"]).delete(f"/api/v1/datasets/versions/{world['diffs'].id}")
+    deleted = api_client(world["owner"]).delete(f"/api/v1/datasets/versions/{world['diffs'].id}")
     assert deleted.status_code == 409
 
 
 def test_the_training_process_reads_every_version_of_the_job_in_order(world):
     from workers.job_child import _train_rows
 
-    job = Job.objects.get(pk=launch(world).json()["id"])
+    job = Job.objects.get(pk=post_job(world).json()["id"])
     rows = _train_rows(job)
     assert [row["prompt"] for row in rows] == [r["prompt"] for r in SUMS + DIFFS]
 
@@ -131,7 +119,7 @@ def test_the_training_process_reads_every_version_of_the_job_in_order(world):
     ],
 )
 def test_bad_specs_are_refused_with_the_field_named(world, overrides, field, words):
-    response = launch(world, **overrides)
+    response = post_job(world, **overrides)
     assert field in error_fields(response)
     assert words in response.content.decode()
     assert not Job.objects.exists()
@@ -143,7 +131,7 @@ WRONG_VALUES = [None, "x", "", -1, 1.5, 10**30, -(10**30), 1e308, True, [], {}, 
 def test_no_wrong_value_in_any_setting_or_verifier_choice_is_a_server_error(world):
     # Every setting the launch takes, and each key of a verifier choice, given values of the wrong type or
     # size: each is accepted (a value the setting allows) or refused with a 400 naming its field, never a 500.
-    client = api(world["owner"])
+    client = api_client(world["owner"])
     client.raise_request_exception = False
     base = {
         "dataset_version": world["sums"].id,
@@ -168,26 +156,26 @@ def test_no_wrong_value_in_any_setting_or_verifier_choice_is_a_server_error(worl
 
 def test_a_verifier_or_version_of_another_team_is_refused(world):
     theirs = {"verifier_version": world["rival_verifier"], "weight": 1}
-    response = launch(world, verifiers=[theirs])
+    response = post_job(world, verifiers=[theirs])
     assert error_fields(response) == ["verifiers[0].verifier_version"]
-    response = launch(world, dataset_versions=[world["sums"].id, world["rival_version"].id])
+    response = post_job(world, dataset_versions=[world["sums"].id, world["rival_version"].id])
     assert error_fields(response) == ["dataset_versions[1]"]
     assert not Job.objects.exists()
 
 
 def test_a_domain_without_a_verifier_is_refused(world):
     only_add = [{"verifier_version": world["exact"], "weight": 1, "domains": ["add"]}]
-    response = launch(world, verifiers=only_add)
+    response = post_job(world, verifiers=only_add)
     assert error_fields(response) == ["verifiers"]
     assert "sub" in response.json()["errors"][0]["message"]
     # A verifier routed to a domain no row has is named too.
     wrong = [{"verifier_version": world["exact"], "weight": 1, "domains": ["add", "mull"]}]
-    response = launch(world, verifiers=wrong + [{"verifier_version": world["numeric"], "weight": 1}])
+    response = post_job(world, verifiers=wrong + [{"verifier_version": world["numeric"], "weight": 1}])
     assert error_fields(response) == ["verifiers[0].domains"]
 
 
 def test_rows_without_a_domain_are_the_all_domain(world):
-    response = launch(
+    response = post_job(
         world,
         dataset_versions=[world["sums"].id, world["plain"].id],
         domain_weights={"add": 0.5, "all": 0.5},
@@ -199,12 +187,12 @@ def test_rows_without_a_domain_are_the_all_domain(world):
 
 def test_hub_ids_are_accepted_only_where_the_host_reaches_a_hub(world, settings):
     settings.MODEL_ALLOW_HUB = True
-    response = launch(world, params={"model": "HuggingFaceTB/SmolLM2-135M", "max_steps": 1})
+    response = post_job(world, params={"model": "HuggingFaceTB/SmolLM2-135M", "max_steps": 1})
     assert response.status_code == 201, response.json()
 
 
 def test_models_and_spec_fields_are_listed(world):
-    client = api(world["owner"])
+    client = api_client(world["owner"])
     models = client.get("/api/v1/models").json()
     names = [m["name"] for m in models["results"]]
     assert names[:2] == ["tiny", "smollm2-135m-instruct"] and models["hub_ids_allowed"] is False
@@ -259,7 +247,7 @@ def test_the_launch_form_mixes_versions_and_names_bad_fields(
 
 
 def test_a_batch_size_freezes_the_prompts_per_step_it_means(world):
-    response = launch(
+    response = post_job(
         world, params={"num_generations": 4, "batch_size": 8, "algorithm": "rloo", "lora_rank": 4}
     )
     assert response.status_code == 201, response.json()
@@ -278,7 +266,7 @@ def test_the_training_process_runs_a_mixed_job_as_launched(world, settings, tmp_
     settings.MODEL_STORE = MODEL_STORE
     settings.DATA_DIR = tmp_path  # the job's working folder: fresh, so nothing is resumed from another run
     settings.CHECKPOINT_DIR = tmp_path / "checkpoints"
-    response = launch(world, params={"max_steps": 1, "prompts_per_step": 4, "num_generations": 2})
+    response = post_job(world, params={"max_steps": 1, "prompts_per_step": 4, "num_generations": 2})
     job = Job.objects.get(pk=response.json()["id"])
     assert job_claim(job_id=job.id, worker="test-worker") is not None  # as the gpu worker does
     run(job.id)
