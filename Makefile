@@ -7,7 +7,7 @@ VENV := .venv
 # Touched after a successful install: the venv is rebuilt only when pyproject.toml is newer than this.
 STAMP := $(VENV)/.installed
 
-.PHONY: venv system system-test sandbox-image demo run test test-services lint gpu-resolve gpu-smoke clean
+.PHONY: venv system system-test sandbox-image demo run test test-services lint layers gpu-resolve gpu-smoke clean
 
 venv: $(STAMP)
 
@@ -46,9 +46,16 @@ sandbox-image: system-test
 test: system-test test-services sandbox-image venv
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
 
-lint: venv
+lint: venv layers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The design's arrows as import contracts (import-linter: no cycles, the engines never import Django or the
+# platform, verifiers and sandboxes never torch, apps meet through services) and mypy on the engines; both
+# are configured in pyproject.toml.
+layers: venv
+	PYTHONPATH=platform $(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
 
 # Checks that the GPU host's set (vLLM) resolves, without installing it: pip downloads every wheel to read
 # its metadata (about 2 GB, ~30 s here). The resolution is written to var/gpu-resolve.json.

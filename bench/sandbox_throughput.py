@@ -70,9 +70,9 @@ class UnsandboxedSubprocess:
 
 def checks_per_second(backend, task_rows: list[tuple[dict, str]], *, rounds: int) -> tuple[float, int]:
     """Score every task `rounds` times in batches of one round; returns (checks/s, checks that failed)."""
-    scorer = build_scorer(
-        {"type": "python_tests", "tests_field": "tests", "io_compare": "exact"}, sandbox=backend
-    )
+    # tokens: an io task's printed float (2.0) must equal the assert's int (2), as == makes them in Python.
+    spec = {"type": "python_tests", "tests_field": "tests", "io_compare": "tokens"}
+    scorer = build_scorer(spec, sandbox=backend)
     dataset = [row for row, _ in task_rows]
     completions = [completion for _, completion in task_rows]
     failed = 0

@@ -124,7 +124,7 @@ class AlarmWatch:
             self.dominant_run[name] = (
                 self.dominant_run.get(name, 0) + 1 if total > 0 and share / total > self.dominance else 0
             )
-        leader = max(self.dominant_run, key=self.dominant_run.get)
+        leader = max(self.dominant_run, key=lambda name: self.dominant_run[name])
         if self.dominant_run[leader] < self.window:
             return None
         return (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from gpu_jobs.agent.spec import check_job_environment
 from gpu_jobs.domains import check_domain_weights, domain_counts, domains_without_verifier
@@ -144,12 +145,12 @@ class GRPOJobConfig(TrainingSettings, RunInputs):
                 f"{where}.domains",
                 "must be a list of domain names (empty or absent: every domain)",
             )
-            name = verifier.get("name")
+            name: Any = verifier.get("name")
             check(isinstance(name, str) and name.strip() != "", f"{where}.name", "must be a non-empty string")
             # Names become metric keys ("rewards/<name>"): a duplicate would merge two verifiers' curves.
             check(name not in names, f"{where}.name", f"{name!r} is used by another verifier")
             names.add(name)
-            weight = verifier.get("weight")
+            weight: Any = verifier.get("weight")
             check(
                 isinstance(weight, int | float) and not isinstance(weight, bool) and math.isfinite(weight),
                 f"{where}.weight",

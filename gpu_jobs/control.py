@@ -63,7 +63,11 @@ def control_callback(control: JobControl, *, poll_s: float = 0.5) -> Any:
             self.last_poll = 0.0
             self.stopped_for: str | None = None
 
-        def on_step_end(self, args: Any, state: Any, train_control: Any, **kwargs: Any) -> None:
+        # TrainerCallback names the third parameter `control`, which here is the job's JobControl; transformers
+        # passes it by position.
+        def on_step_end(  # type: ignore[override]
+            self, args: Any, state: Any, train_control: Any, **kwargs: Any
+        ) -> None:
             now = time.monotonic()
             if now - self.last_poll < poll_s:
                 return

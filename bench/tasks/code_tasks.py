@@ -682,10 +682,9 @@ def _as_call(test: str) -> dict | None:
         call, (expected,) = compare.left, compare.comparators
         if not (isinstance(compare.ops[0], ast.Eq) and isinstance(call, ast.Call) and not call.keywords):
             return None
-        return {
-            "call": call.func.id,
-            "args": [ast.literal_eval(arg) for arg in call.args],
-            "expected": ast.literal_eval(expected),
-        }
+        args = [ast.literal_eval(arg) for arg in call.args]
+        if json.loads(json.dumps(args)) != args:  # dicts with int keys: JSON would change the arguments
+            return None
+        return {"call": call.func.id, "args": args, "expected": ast.literal_eval(expected)}
     except (AttributeError, IndexError, ValueError, TypeError, SyntaxError):
         return None

@@ -80,7 +80,9 @@ def apply_hunks(text: str, hunks: list[list[str]], name: str) -> str:
     lines = text.splitlines(keepends=True)
     offset = 0
     for hunk in hunks:
-        start = int(_HUNK.match(hunk[0]).group(1))
+        header = _HUNK.match(hunk[0])
+        assert header is not None  # hunks start at a line _HUNK matched (above)
+        start = int(header.group(1))
         old = [line[1:] for line in hunk[1:] if line[0] in " -"]
         new = [line[1:] for line in hunk[1:] if line[0] in " +"]
         stripped = [line.rstrip("\r\n") for line in lines]

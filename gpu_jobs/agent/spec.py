@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import PurePosixPath
+from typing import Any
 
 from gpu_jobs.agent.taskpack import held_out_rows
 from gpu_jobs.rewards.formula import FormulaError, check_formula
@@ -176,7 +177,7 @@ def check_row(row: object) -> tuple[dict[str, str], list[str]]:
     return files, tests
 
 
-def check_job_environment(config: object) -> dict:
+def check_job_environment(config: Any) -> dict:
     """Checks a GRPOJobConfig whose ``environment`` is set; returns the option with its defaults filled in.
 
     ValueError naming the field: the option itself, a row that cannot start an episode, or a job option

@@ -108,8 +108,10 @@ def parse_turn(text: str) -> Parsed:
 def _call_from_json(raw: str) -> tuple[ToolCall | None, str]:
     try:
         data = json.loads(raw)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return None, f"the tool call is not valid JSON ({exc.msg} at character {exc.pos})"
+    except ValueError as exc:  # valid JSON the parser still refuses: an integer past Python's digit limit
+        return None, f"the tool call is not valid JSON ({exc})"
     if not isinstance(data, dict):
         return None, 'the tool call must be a JSON object {"name": ..., "arguments": {...}}'
     name = data.get("name")

@@ -179,7 +179,7 @@ class AgentRollouts:
         with ThreadPoolExecutor(max_workers=SANDBOX_THREADS) as pool:
             try:
                 starts = [pool.submit(self._start, self.rows[index]) for index in indices]
-                failed = [future.exception() for future in starts if future.exception() is not None]
+                failed = [error for future in starts if (error := future.exception()) is not None]
                 tracks.extend(future.result() for future in starts if future.exception() is None)
                 if failed:
                     raise failed[0]  # the sessions that did start are closed below

@@ -265,7 +265,8 @@ def warm_up_model(
         )
     traced = time.perf_counter()
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = model.to(device)  # type: ignore[arg-type]  # transformers' typed .to() wrapper drops `self`
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     record.update(
         train_examples(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from gpu_jobs.rewards.outbound import Outbound
@@ -109,6 +109,12 @@ def clean_fields(spec: dict, fields: tuple[SpecField, ...], *, type_name: str) -
     return {"type": type_name, **{f.name: f.clean(spec) for f in fields}}
 
 
+class BatchScorer(Protocol):
+    """Anything that scores a batch as a Scorer does (a Scorer, or gpu_jobs.domains.DomainScorer around one)."""
+
+    def score_batch(self, rows: list[dict], completions: list[str]) -> list[ScoreResult]: ...
+
+
 class Scorer(ABC):
     """Scores completions against dataset rows. Built from a spec that `normalise_spec` has accepted."""
 
@@ -158,7 +164,7 @@ class Scorer(ABC):
 VERIFIER_TYPES: dict[str, type[Scorer]] = {}
 
 
-def validate_spec(spec: dict) -> dict:
+def validate_spec(spec: object) -> dict:
     """The spec with every default filled in; SpecError naming the first wrong field otherwise."""
     if not isinstance(spec, dict):
         raise SpecError("spec", f"must be a JSON object, got {type(spec).__name__}")

@@ -171,6 +171,7 @@ class Composite(Scorer):
         mode = self.spec["mode"]
         if mode == "formula":
             try:
+                assert self._formula is not None  # mode formula: checked when the composite was built
                 score = evaluate(self._formula, values)
             except FormulaError as exc:
                 failed = ScoreResult(0.0, values, f"formula {exc}; {reasons}")

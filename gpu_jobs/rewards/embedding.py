@@ -86,7 +86,7 @@ class EmbeddingSimilarity(Scorer):
                 todo.append((index, text, references[0]))
         if todo:
             try:
-                values = cosines([text for _, text, _ in todo], [ref for _, _, ref in todo])
+                values: list[float | None] = list(cosines([t for _, t, _ in todo], [r for _, _, r in todo]))
             except Exception as exc:  # a missing model or OOM must not stop training
                 values = [None] * len(todo)
                 error = f"embedding model error: {type(exc).__name__}: {exc}"[:300]
@@ -98,4 +98,4 @@ class EmbeddingSimilarity(Scorer):
                 if score < self.spec["min_cosine"]:
                     score = 0.0
                 results[index] = ScoreResult(score, {"cosine": value}, f"cosine {value:.3f}")
-        return results
+        return [result for result in results if result is not None]  # every index is filled above

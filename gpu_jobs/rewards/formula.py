@@ -5,8 +5,10 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from collections.abc import Callable
+from typing import Any
 
-_BINARY = {
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -14,8 +16,12 @@ _BINARY = {
     ast.Pow: operator.pow,
     ast.Mod: operator.mod,
 }
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
-_COMPARE = {
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+    ast.Not: operator.not_,
+}
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Lt: operator.lt,
     ast.LtE: operator.le,
     ast.Gt: operator.gt,
@@ -23,7 +29,7 @@ _COMPARE = {
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
 }
-FUNCTIONS = {
+FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": min,
     "max": max,
     "abs": abs,
@@ -110,5 +116,6 @@ def _eval(node: ast.AST, values: dict[str, float]):
     if isinstance(node, ast.IfExp):
         return _eval(node.body, values) if _eval(node.test, values) else _eval(node.orelse, values)
     if isinstance(node, ast.Call):
+        assert isinstance(node.func, ast.Name)  # check_formula lets through calls of named functions only
         return FUNCTIONS[node.func.id](*[_eval(arg, values) for arg in node.args])
     raise ValueError(f"unsupported {type(node).__name__}")

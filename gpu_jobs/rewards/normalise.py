@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
+from typing import Literal
 
 UNICODE_FORMS = ("none", "NFC", "NFKC")
 WHITESPACE_MODES = ("keep", "strip", "collapse")
@@ -16,7 +17,7 @@ class Normaliser:
     case_sensitive: bool = False
     whitespace: str = "collapse"
     ignore_punctuation: bool = False
-    unicode_form: str = "NFKC"
+    unicode_form: Literal["NFC", "NFD", "NFKC", "NFKD", "none"] = "NFKC"
 
     def __call__(self, text: str) -> str:
         if self.unicode_form != "none":

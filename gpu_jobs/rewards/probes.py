@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from gpu_jobs.rewards.base import ScoreResult, shorten
 from gpu_jobs.rewards.registry import build_scorer
@@ -52,6 +53,11 @@ def _types(spec: dict) -> set[str]:
     for part in spec.get("parts") or []:
         kinds |= _types(part.get("spec") or {})
     return kinds
+
+
+def _fenced(program: str) -> Callable[[dict, str], str]:
+    """A probe's completion: `program` in a Python code block, whatever the row."""
+    return lambda row, ref: f"```python\n{program}```"
 
 
 def _values(spec: dict, key: str) -> set:
@@ -138,7 +144,7 @@ PROBES: tuple[Probe, ...] = (
         Probe(
             name,
             description,
-            lambda row, ref, program=program: f"```python\n{program}```",
+            _fenced(program),
             _executes_completions,
             threshold=1e-9,
         )
@@ -151,7 +157,7 @@ def probe_rows(spec: dict, rows: list[dict] | None) -> list[dict]:
     """Up to 3 of `rows`, or one made-up row with every column the spec reads when none are given."""
     if rows:
         return [row for row in rows if isinstance(row, dict)][:3]
-    row = dict(SAMPLE_ROW)
+    row: dict[str, Any] = dict(SAMPLE_ROW)
     for field in _values(spec, "reference_field"):
         if field:
             row[field] = SAMPLE_ROW["answer"]

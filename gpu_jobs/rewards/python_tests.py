@@ -24,6 +24,9 @@ from sandboxes.types import RunRequest, RunResult, Status
 SCORING_MODES = ("all_or_nothing", "fraction")
 IO_COMPARE = ("lines", "exact", "tokens")
 MAX_TIMEOUT_S = 60.0
+# Samples judged in one sandbox run: the judge's start (and the sandbox's) is paid once for them, while each
+# sample still gets runners and `timeout_s` of its own.
+CHUNK = 8
 REPORT_PREFIX = code_judge.REPORT_PREFIX
 TAMPERING = "tampering"
 
@@ -110,30 +113,43 @@ class PythonTests(Scorer):
         return self.score_batch([row], [completion])[0]
 
     def score_batch(self, rows: list[dict], completions: list[str]) -> list[ScoreResult]:
+        """Samples go to the sandbox CHUNK at a time, each chunk one run of the judge (every sample still in
+        runners of its own, with `timeout_s` of its own), all chunks in one `run_many` call."""
         if len(rows) != len(completions):
             raise ValueError(f"{len(rows)} rows but {len(completions)} completions")
         results: list[ScoreResult | None] = [None] * len(rows)
-        requests: list[RunRequest] = []
-        pending: list[tuple[int, str, int]] = []  # (index, nonce, number of tests) per request
+        checks: list[tuple[int, str, list[dict]]] = []  # (index, program, tests)
         for index, (row, completion) in enumerate(zip(rows, completions, strict=True)):
             tests, problem = self._tests_for(row)
             if problem:
                 results[index] = _zero(problem, total=0)
-                continue
-            nonce = secrets.token_hex(16)
-            requests.append(self._request(extract_python_code(completion), tests, nonce))
-            pending.append((index, nonce, tests))
-        if requests:
+            else:
+                checks.append((index, extract_python_code(completion), tests))
+        chunks = [checks[start : start + CHUNK] for start in range(0, len(checks), CHUNK)]
+        nonces = [secrets.token_hex(16) for _ in chunks]
+        if chunks:
+            requests = [self._request(chunk, nonce) for chunk, nonce in zip(chunks, nonces, strict=True)]
             try:
                 runs = self._client().run_many(requests)
             except Exception as exc:  # a broker or host outage must not stop training: score 0 and say why
                 runs = [RunResult(Status.SANDBOX_ERROR, None, "", f"sandbox unavailable: {exc}", 0.0)] * len(
                     requests
                 )
-            for (index, nonce, tests), run in zip(pending, runs, strict=True):
-                results[index] = self._from_run(run, nonce=nonce, total=len(tests))
-                results[index].output["tests"] = describe_tests(tests)
-        return results
+            for chunk, nonce, run in zip(chunks, nonces, runs, strict=True):
+                report = code_judge.find_report(run.stdout, nonce)
+                entries = report.get("results") if report else None
+                if not isinstance(entries, list) or len(entries) != len(chunk):
+                    entries = [None] * len(chunk)
+                for position, ((index, _, tests), entry) in enumerate(zip(chunk, entries, strict=True)):
+                    # The last sample of a chunk printed to the run's own stderr; the others to their runner's.
+                    shown = (
+                        run.stderr if position == len(chunk) - 1 else str((entry or {}).get("printed", ""))
+                    )
+                    result = self._verdict(entry, run, total=len(tests), printed=shown)
+                    result.output = sandbox_output(run, stderr=shown)
+                    result.output["tests"] = describe_tests(tests)
+                    results[index] = result
+        return [result for result in results if result is not None]  # every index is filled above
 
     def _client(self) -> SandboxClient:
         if self._sandbox is None:
@@ -149,28 +165,24 @@ class PythonTests(Scorer):
         tests, problem = as_tests(row[field])
         return tests, f"row's {field!r}: {problem}" if problem else ""
 
-    def _request(self, program: str, tests: list[dict], nonce: str) -> RunRequest:
+    def _request(self, chunk: list[tuple[int, str, list[dict]]], nonce: str) -> RunRequest:
         payload = {
             "nonce": nonce,
-            "mode": "tests",
-            "program": program,
-            "tests": tests,
+            "mode": "tests_batch",
+            "samples": [{"program": program, "tests": tests} for _, program, tests in chunk],
             "io_compare": self.spec["io_compare"],
             "float_tolerance": self.spec["float_tolerance"],
         }
-        return code_judge.request(payload, time_s=float(self.spec["timeout_s"]))
+        timeout = float(self.spec["timeout_s"])
+        return code_judge.request(payload, time_s=timeout, run_s=timeout * len(chunk))
 
-    def _from_run(self, run: RunResult, *, nonce: str, total: int) -> ScoreResult:
-        result = self._verdict(run, nonce=nonce, total=total)
-        result.output = sandbox_output(run)
-        return result
-
-    def _verdict(self, run: RunResult, *, nonce: str, total: int) -> ScoreResult:
-        report = code_judge.find_report(run.stdout, nonce)
-        if report is None:
+    def _verdict(self, report: dict | None, run: RunResult, *, total: int, printed: str) -> ScoreResult:
+        """The score of one sample from its entry in the judge's report (None: the run gave none);
+        `printed`: what its program printed."""
+        if not isinstance(report, dict) or not isinstance(report.get("passed"), list):
             return _zero(_why_no_report(run), total=total)
         tampering = [str(what) for what in report.get("tampering") or []]
-        if REPORT_PREFIX in run.stderr:
+        if REPORT_PREFIX in printed:
             tampering.append("printed a forged report line")
         if tampering:
             return tampering_result(tampering, {"tests_passed": 0.0, "tests_total": float(total)})
@@ -284,14 +296,15 @@ def _apps_tests(value: dict) -> tuple[list[dict], str]:
 OUTPUT_SHOWN_CHARS = 2000
 
 
-def sandbox_output(run: RunResult) -> dict[str, str]:
+def sandbox_output(run: RunResult, *, stderr: str | None = None) -> dict[str, str]:
     """What a person reading a rollout should see of a run: its status and the program's own output (the
-    harness's report line left out), each cut to OUTPUT_SHOWN_CHARS."""
+    judge's report line left out; `stderr`: the sample's own, when the run judged several), each cut to
+    OUTPUT_SHOWN_CHARS."""
     stdout = "\n".join(line for line in run.stdout.splitlines() if not line.startswith(REPORT_PREFIX))
     return {
         "status": str(run.status),
         "stdout": stdout[-OUTPUT_SHOWN_CHARS:],
-        "stderr": run.stderr[-OUTPUT_SHOWN_CHARS:],
+        "stderr": (run.stderr if stderr is None else stderr)[-OUTPUT_SHOWN_CHARS:],
     }
 
 

@@ -263,7 +263,7 @@ def test_a_batch_is_one_sandbox_round_trip_and_bad_samples_score_zero():
     completions = ["57", "while True: pass", "x = bytearray(2**30)", "57", "syntax error here", "56"]
     rows = [EXAMPLE_ROW] * len(completions)
     results = scorer.score_batch(rows, completions)
-    assert client.calls == [len(completions)]
+    assert client.calls == [1]  # one run of the judge for the chunk of six
     assert [r.score for r in results] == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]
     assert results[1].reason.startswith("timeout")
     assert "MemoryError" in results[2].reason

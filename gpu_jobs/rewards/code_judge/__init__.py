@@ -43,9 +43,10 @@ for _name in MODULES:
     preload.register(_name, _source, filename=f"/anneal-judge/{_name}.py")
 
 
-def request(payload: dict, *, time_s: float) -> RunRequest:
-    """A sandbox run of the judge on `payload` (which must hold "nonce" and "mode"), `time_s` for its work."""
-    limit = time_s + SANDBOX_EXTRA_S
+def request(payload: dict, *, time_s: float, run_s: float | None = None) -> RunRequest:
+    """A sandbox run of the judge on `payload` (which must hold "nonce" and "mode"), `time_s` for its work
+    (or for each sample of a batch, whose run then gets `run_s` in all)."""
+    limit = (run_s or time_s) + SANDBOX_EXTRA_S
     return RunRequest(language="python", code=BOOT_SOURCE, stdin=stdin(payload, time_s=time_s),
                       limits=Limits(wall_s=limit, cpu_s=limit))  # fmt: skip
 

@@ -30,6 +30,7 @@ PR_SET_CHILD_SUBREAPER = 36
 # compile code under. main() adds the main program's path.
 PROTECTED_FILES = tuple(f"/anneal-judge/{name}.py" for name in ("codec", "guard", "runner", "judge"))
 OUTPUT_CAP = 1 << 20  # bytes of an io test's stdout the judge compares
+PRINTED_CHARS = 2000  # of what a runner printed, kept to show with its sample
 MARGIN_S = 0.25  # the judge reports this long before the sandbox's wall clock would kill everything
 
 
@@ -55,6 +56,8 @@ def main(boot_file):
         report = run_custom(payload, channel, deadline)
     elif payload["mode"] == "unittest":
         report = run_unittest_files(payload, channel, deadline)
+    elif payload["mode"] == "tests_batch":
+        report = run_test_batch(payload, channel)
     else:
         report = run_tests(payload, channel, deadline)
     report["nonce"] = payload["nonce"]
@@ -106,14 +109,20 @@ def zygote(job_r, out_w):
                 runner.serve(job, job_r, out_w, PROTECTED_FILES)
             runner.run_unittest(job, out_w, PROTECTED_FILES)
         if job.get("mode") == "serve":
+            printed_r, printed_w = os.pipe()
             pid = os.fork()
             if pid == 0:
                 os.setpgid(0, 0)
+                os.close(printed_r)
+                os.dup2(printed_w, 1)  # what the program prints is this runner's own, kept apart
+                os.dup2(printed_w, 2)
+                os.close(printed_w)
                 runner.serve(job, job_r, out_w, PROTECTED_FILES)
+            os.close(printed_w)
             _tell_judge(out_w, {"started": pid, "t": job["t"]})
-            _, status = os.waitpid(pid, 0)
+            printed, status = _watch(pid, printed_r)
             _sweep()
-            _tell_judge(out_w, {"exited": _status_text(status), "t": job["t"]})
+            _tell_judge(out_w, {"exited": _status_text(status), "t": job["t"], "output": printed})
         elif job.get("mode") == "unittest":
             pid = os.fork()
             if pid == 0:
@@ -127,6 +136,32 @@ def zygote(job_r, out_w):
             result = _run_io(job)
             _sweep()
             _tell_judge(out_w, {"t": job["t"], "io": result})
+
+
+def _watch(pid, printed_r):
+    """Keep the last PRINTED_CHARS of what runner `pid` prints until it exits; (text, wait status)."""
+    pidfd = os.pidfd_open(pid)
+    kept = b""
+    try:
+        while True:
+            ready, _, _ = select.select([printed_r, pidfd], [], [])
+            if printed_r in ready:
+                chunk = os.read(printed_r, 1 << 16)
+                kept = (kept + chunk)[-PRINTED_CHARS:]
+                if chunk:
+                    continue
+            if pidfd in ready or printed_r in ready:
+                break
+        os.set_blocking(printed_r, False)
+        try:  # what it printed just before it exited; a daemon holding the pipe is not waited for
+            kept = (kept + os.read(printed_r, 1 << 16))[-PRINTED_CHARS:]
+        except (BlockingIOError, OSError):
+            pass
+    finally:
+        os.close(pidfd)
+        os.close(printed_r)
+    _, status = os.waitpid(pid, 0)
+    return kept.decode(errors="replace"), status
 
 
 def _run_io(job):
@@ -230,6 +265,7 @@ class Channel:
         self.tampering = []
         self.known = set()  # every token issued: a late message of an earlier job is not a forgery
         self.started = {}  # token -> the runner's pid
+        self.printed = {}  # token -> what that runner printed (the end of it), once it exited
 
     def send(self, message):
         self.known.add(message["t"])
@@ -252,10 +288,13 @@ class Channel:
                 self.flag("forged a message to the judge")
             elif "started" in message:
                 self.started[message["t"]] = message["started"]
+            elif "exited" in message:
+                self.printed[message["t"]] = str(message.get("output") or "")
+                if message["t"] != token:
+                    continue
+                raise ProgramGone("exited", message["exited"])
             elif message["t"] != token:
                 continue  # a late word from an earlier job, which already ended
-            elif "exited" in message:
-                raise ProgramGone("exited", message["exited"])
             else:
                 return message
 
@@ -296,6 +335,7 @@ class Session:
         self.deadline = deadline
         self.token = os.urandom(16).hex()
         self.gone = None
+        self.last = last
         if last:
             channel.started[self.token] = channel.zygote_pid
         job = {"mode": "serve", "t": self.token, "program": program, "helpers": helpers, "last": last}
@@ -353,6 +393,16 @@ class Session:
             return
         for name in reply.get("changed") or []:
             self.channel.flag(f"patching {name}")
+
+    def printed(self):
+        """What the program printed (its end), once its runner exited; "" when the zygote became it."""
+        if not self.last and self.token not in self.channel.printed:
+            try:
+                while True:
+                    self.channel.receive(self.token, self.deadline)
+            except ProgramGone:
+                pass
+        return self.channel.printed.pop(self.token, "")
 
     def _receive(self):
         try:
@@ -414,7 +464,24 @@ class RemoteOnly:
 # --- python_tests ----------------------------------------------------------------------------------------
 
 
-def run_tests(payload, channel, deadline):
+def run_test_batch(payload, channel):
+    """payload: {"samples": [{"program", "tests"}], "time_s" (each sample's), "io_compare", "float_tolerance"}:
+    run_tests for each sample in turn, each in runners of its own. Report: {"results": [run_tests' report with
+    "tampering" and "printed"]}. Batching spreads the cost of starting the judge over several checks."""
+    results = []
+    samples = payload["samples"]
+    for index, sample in enumerate(samples):
+        deadline = time.monotonic() + float(payload["time_s"]) - MARGIN_S
+        before = len(channel.tampering)
+        last = index == len(samples) - 1
+        report = run_tests({**payload, **sample}, channel, deadline, last=last)
+        report["tampering"] = channel.tampering[before:]
+        del channel.tampering[before:]
+        results.append(report)
+    return {"results": results}
+
+
+def run_tests(payload, channel, deadline, *, last=True):
     """payload: {"program", "tests": [test, ...], "io_compare", "float_tolerance"}; a test is
     {"kind": "assert", "source"} | {"kind": "call", "fn", "args", "kwargs", "expected"} |
     {"kind": "io", "stdin", "stdout"}. Report: {"passed": [bool], "errors": [str | None], "program_error"}."""
@@ -423,7 +490,7 @@ def run_tests(payload, channel, deadline):
     session = namespace = None
     program_error = None
     if any(test["kind"] != "io" for test in tests):
-        only_runner = all(test["kind"] != "io" for test in tests)
+        only_runner = last and all(test["kind"] != "io" for test in tests)
         try:
             session = Session(channel, payload["program"], deadline, last=only_runner)
         except ProgramGone as gone:
@@ -452,9 +519,11 @@ def run_tests(payload, channel, deadline):
         errors.append(error)
     if not crossed:
         _assert_tests_in_runner(payload["tests"], session, passed, errors)
+    printed = ""
     if session is not None:
         session.finish()
-    return {"passed": passed, "errors": errors, "program_error": program_error}
+        printed = session.printed()
+    return {"passed": passed, "errors": errors, "program_error": program_error, "printed": printed}
 
 
 def _assert_tests_in_runner(tests, session, passed, errors):

@@ -63,7 +63,7 @@ def serve(engine: LoadedEngine) -> None:
             else:
                 waiting.extend((job, sequence) for sequence in job.sequences)
         room = engine.config.max_batch - len(batch.rows)
-        joining = []
+        joining: list[tuple[Job, Sequence]] = []
         while waiting and len(joining) < room:
             job, sequence = waiting.popleft()
             if not job.cancelled.is_set():

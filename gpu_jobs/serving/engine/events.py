@@ -41,5 +41,5 @@ class Job:
     """One request's sequences; ``emit`` is called from the worker thread (it must be thread-safe)."""
 
     sequences: list[Sequence]
-    emit: Callable[[Delta | Finished | Failed], None]
+    emit: Callable[[Delta | Finished | Failed], object]  # what it returns is ignored
     cancelled: threading.Event = field(default_factory=threading.Event)

@@ -54,7 +54,8 @@ class RowsKV:
     """The cache of the rows of a running batch (in the caller's row order: it keeps its lists aligned)."""
 
     def __init__(self) -> None:
-        self.layers: list[_Layer] = []
+        # Any: transformers types a layer's keys and values as optional; here every layer holds them.
+        self.layers: list[Any] = []
         self.starts = torch.zeros(0, dtype=torch.long)
         self.cache: Cache | None = None  # what the model gets as ``cache``
 
@@ -78,9 +79,10 @@ class RowsKV:
     def join(self, prefilled: Cache, starts: torch.Tensor) -> None:
         """Append the rows of ``prefilled`` (the cache of a left-padded prefill, one row per entry of
         ``starts``) after the current rows, aligning both on their last column."""
-        old_width, new_width = self.width, prefilled.layers[0].keys.shape[2]
+        prefilled_layers: list[Any] = list(prefilled.layers)  # filled: keys and values are tensors
+        old_width, new_width = self.width, prefilled_layers[0].keys.shape[2]
         width = max(old_width, new_width)
-        parts = [(layer.keys, layer.values) for layer in prefilled.layers]
+        parts = [(layer.keys, layer.values) for layer in prefilled_layers]
         if self.layers:
             old = [(layer.keys, layer.values) for layer in self.layers]
             self._rebuild(width, [(old, width - old_width), (parts, width - new_width)])
