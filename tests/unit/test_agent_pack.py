@@ -1,25 +1,17 @@
 """The repo-fix task pack becomes a dataset version that an environment job accepts as its rows."""
 
 import pytest
-from django.contrib.auth.models import User
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
 from anneal.datasets.ingest import read_rows
 from anneal.datasets.models import DatasetVersion
 from gpu_jobs.agent.taskpack import TASKS
 from gpu_jobs.config import GRPOJobConfig
+from tests.world import api_client
 
 
 @pytest.fixture
-def api(db, settings, tmp_path):
-    settings.DATASET_DIR = tmp_path / "datasets"
-    user = User.objects.create_user("owner")
-    team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
+def api(world):
+    return api_client(world["owner"])
 
 
 @pytest.mark.django_db

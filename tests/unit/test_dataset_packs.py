@@ -4,17 +4,14 @@ a verifier per task whose scorer is the generator's own score_answer."""
 import json
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
 from anneal.datasets.ingest import read_rows
 from anneal.datasets.models import DatasetVersion
 from anneal.datasets.pack_catalogue import CHECKS_FILE, check_task, offered_tasks, task_checks
 from anneal.verifiers.models import Verifier
 from gpu_jobs.rewards import build_scorer
+from tests.world import api_client
 
 # FINDINGS.md: these score 0 on their own reference answers.
 KNOWN_BAD = {"boxnet", "graph_color", "propositional_logic", "rubiks_cube", "rush_hour"}
@@ -36,13 +33,8 @@ def test_the_committed_check_results_hold_when_run_again(task):
 
 
 @pytest.fixture
-def owner(db, settings, tmp_path):
-    settings.DATASET_DIR = tmp_path / "datasets"
-    user = User.objects.create_user("owner")
-    team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
-    client = APIClient()
-    client.force_authenticate(user)
-    return user, client
+def owner(world):
+    return world["owner"], api_client(world["owner"])
 
 
 @pytest.mark.django_db

@@ -5,17 +5,14 @@ lines nested too deep are in test_dataset_ingest."""
 import json
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import RequestFactory
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from anneal import jsontext
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
 from anneal.deployments.batches import parse_lines
 from anneal.deployments.v1 import OpenAIError, parse_body
 from anneal.verifiers.models import Verifier
+from tests.world import api_client
 
 pytestmark = pytest.mark.django_db
 BRACKETS = "[" * 5000 + "]" * 5000  # past json.loads's own limit: RecursionError
@@ -35,18 +32,13 @@ def test_the_limit_is_exact_and_answers_as_bad_json():
 
 
 @pytest.fixture
-def owner(db, settings, tmp_path):
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
-    user = User.objects.create_user("owner")
-    team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
-    return user
+def owner(world):
+    return world["owner"]
 
 
 @pytest.mark.parametrize("body", [BRACKETS, '{"name": "v", "spec": ' + DEEP_SPEC + "}"])
 def test_the_api_refuses_it_with_a_400(owner, body):
-    client = APIClient()
-    client.force_authenticate(owner)
+    client = api_client(owner)
     for url in ("/api/v1/verifiers", "/api/v1/jobs/estimate", "/api/v1/verifiers/preview"):
         response = client.post(url, data=body, content_type="application/json")
         assert response.status_code == 400, (url, response.content)

@@ -5,15 +5,11 @@ never a server error. The forms are read from the rendered pages, so a form adde
 from html.parser import HTMLParser
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
 from anneal.datasets.services import dataset_version_create_from_rows
-from anneal.training.services import job_launch
 from anneal.verifiers.models import Verifier
-from anneal.verifiers.services import verifier_create
+from tests.world import page_client
 
 pytestmark = pytest.mark.django_db
 
@@ -55,23 +51,14 @@ class FormReader(HTMLParser):
 
 
 @pytest.fixture
-def pages(settings, tmp_path):
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
-    user = User.objects.create_user("owner", password="owner-password")
-    team = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
+def pages(world, launch):
     rows = [{"prompt": f"{n}+1=", "answer": str(n + 1), "domain": "ab"[n % 2]} for n in range(40)]
-    version = dataset_version_create_from_rows(team=team, user=user, name="sums", rows=rows)
-    verifier = verifier_create(team=team, user=user, name="exact", spec={"type": "exact_match"})
-    job = job_launch(
-        team=team,
-        user=user,
-        name="sweep",
-        dataset_version_id=version.id,
-        verifiers=[{"verifier_version": verifier.latest_version.id, "weight": 1}],
+    version = dataset_version_create_from_rows(
+        team=world["core"], user=world["owner"], name="sums", rows=rows
     )
-    client = Client(raise_request_exception=False)
-    client.force_login(user)
+    verifier = launch.verifier()
+    job = launch("sweep", version=version)
+    client = page_client(world["owner"], Client(raise_request_exception=False))
     urls = [
         "/tokens/",
         "/datasets/upload/",

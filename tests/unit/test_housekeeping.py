@@ -3,35 +3,18 @@
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
 from django.utils import timezone
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
-from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.training.events import job_events_record
 from anneal.training.housekeeping import rollouts_prune
 from anneal.training.models import JobEvent
-from anneal.training.services import job_launch
-from anneal.verifiers.services import verifier_create
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def job(settings, tmp_path):
-    settings.DATASET_DIR = tmp_path
-    owner = User.objects.create_user("owner")
-    team = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=owner)
-    version = dataset_version_create_from_rows(team=team, user=owner, name="d", rows=[{"prompt": "1+1="}] * 8)
-    verifier = verifier_create(team=team, user=owner, name="exact", spec={"type": "exact_match"})
-    return job_launch(
-        team=team,
-        user=owner,
-        name="j",
-        dataset_version_id=version.id,
-        verifiers=[{"verifier_version": verifier.latest_version.id}],
-    )
+def job(launch):
+    return launch("j")
 
 
 def test_old_rollouts_keep_step_reward_and_parts_and_their_seq(job):

@@ -2,36 +2,29 @@
 or an inline error naming where it is, and nothing is saved: never a server error."""
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
 from anneal.datasets.services import dataset_upload_ingest
 from anneal.errors import NUL_MESSAGE, InputError
 from anneal.training.models import Job
 from anneal.training.services import job_launch
 from anneal.verifiers.models import Verifier
 from anneal.verifiers.services import verifier_spec_check
+from tests.world import api_client
 
 pytestmark = pytest.mark.django_db
 NUL = "a\x00b"
 
 
 @pytest.fixture
-def owner(db):
-    user = User.objects.create_user("owner")
-    team = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
-    return {"user": user, "team": team}
+def owner(world):
+    return {"user": world["owner"], "team": world["core"]}
 
 
 @pytest.fixture
-def api(owner):
-    client = APIClient()
-    client.force_authenticate(owner["user"])
-    return client
+def api(world):
+    return api_client(world["owner"])
 
 
 def refused_at(response, field: str) -> None:
