@@ -140,11 +140,9 @@ class PythonTests(Scorer):
                 entries = report.get("results") if report else None
                 if not isinstance(entries, list) or len(entries) != len(chunk):
                     entries = [None] * len(chunk)
-                for position, ((index, _, tests), entry) in enumerate(zip(chunk, entries, strict=True)):
-                    # The last sample of a chunk printed to the run's own stderr; the others to their runner's.
-                    shown = (
-                        run.stderr if position == len(chunk) - 1 else str((entry or {}).get("printed", ""))
-                    )
+                for (index, _, tests), entry in zip(chunk, entries, strict=True):
+                    # A lone sample printed to the run's own stderr; those of a batch each to their runner's.
+                    shown = run.stderr if len(chunk) == 1 else str((entry or {}).get("printed", ""))
                     result = self._verdict(entry, run, total=len(tests), printed=shown)
                     result.output = sandbox_output(run, stderr=shown)
                     result.output["tests"] = describe_tests(tests)

@@ -137,3 +137,12 @@ def test_the_codec_refuses_subclasses_and_objects_and_round_trips_plain_values()
     for bad in (Yes(1), object(), [float], {"k": Yes(2)}):
         with pytest.raises(NotPlain):
             encode(bad)
+
+
+def test_in_a_batch_one_samples_flood_of_output_costs_only_itself():
+    scorer = build_scorer({"type": "python_tests"}, sandbox=Warm())
+    flood = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
+    rows = [{"tests": ["assert add(1, 2) == 3"]}] * 3
+    results = scorer.score_batch(rows, [ADD, ADD, flood])
+    assert [r.score for r in results] == [1.0, 1.0, 0.0]
+    assert results[1].output["stderr"] == "" and results[2].output["stderr"].startswith("x")

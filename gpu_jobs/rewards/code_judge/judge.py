@@ -340,7 +340,12 @@ class Session:
             channel.started[self.token] = channel.zygote_pid
         job = {"mode": "serve", "t": self.token, "program": program, "helpers": helpers, "last": last}
         channel.send(job)
-        first = self._receive()
+        self.names, self.error, self.failed = {}, None, None
+        try:
+            first = self._receive()
+        except ProgramGone as gone:
+            self.failed = gone  # it never got to its first reply; the caller says so, printed() still works
+            return
         self.names = first.get("names") or {}
         self.error = first.get("error")
 
@@ -397,9 +402,11 @@ class Session:
     def printed(self):
         """What the program printed (its end), once its runner exited; "" when the zygote became it."""
         if not self.last and self.token not in self.channel.printed:
+            # A runner killed at its deadline is reported by the zygote a moment later.
+            grace = max(self.deadline, time.monotonic() + 0.2)
             try:
                 while True:
-                    self.channel.receive(self.token, self.deadline)
+                    self.channel.receive(self.token, grace)
             except ProgramGone:
                 pass
         return self.channel.printed.pop(self.token, "")
@@ -470,11 +477,12 @@ def run_test_batch(payload, channel):
     "tampering" and "printed"]}. Batching spreads the cost of starting the judge over several checks."""
     results = []
     samples = payload["samples"]
-    for index, sample in enumerate(samples):
+    for sample in samples:
         deadline = time.monotonic() + float(payload["time_s"]) - MARGIN_S
         before = len(channel.tampering)
-        last = index == len(samples) - 1
-        report = run_tests({**payload, **sample}, channel, deadline, last=last)
+        # A lone sample's runner may be the zygote itself; in a batch each runner's prints are kept apart
+        # (so that one sample's flood of output cannot end the run for the others).
+        report = run_tests({**payload, **sample}, channel, deadline, last=len(samples) == 1)
         report["tampering"] = channel.tampering[before:]
         del channel.tampering[before:]
         results.append(report)
@@ -493,11 +501,17 @@ def run_tests(payload, channel, deadline, *, last=True):
         only_runner = last and all(test["kind"] != "io" for test in tests)
         try:
             session = Session(channel, payload["program"], deadline, last=only_runner)
-        except ProgramGone as gone:
-            program_error = f"{gone.what} before its tests ran" + (f" ({gone.status})" if gone.status else "")
+        except ProgramGone as gone:  # the zygote is gone
+            program_error = f"{gone}, before its tests ran"
         else:
-            program_error = f"raised {session.error}" if session.error else None
-            namespace = _test_namespace(session)
+            gone = session.failed
+            if gone is not None:
+                program_error = f"{gone.what} before its tests ran" + (
+                    f" ({gone.status})" if gone.status else ""
+                )
+            else:
+                program_error = f"raised {session.error}" if session.error else None
+                namespace = _test_namespace(session)
     crossed = True  # False once an assert script needed the program's objects
     for index, test in enumerate(tests):
         if test["kind"] != "io" and program_error is not None:
@@ -774,8 +788,10 @@ def _custom_one(code, sample, channel, deadline):
         return {"score": None, "reason": "not run: time ran out"}
     try:
         session = Session(channel, code, deadline, helpers=True)
-    except ProgramGone as gone:
+    except ProgramGone as gone:  # the zygote is gone
         return {"score": None, "reason": f"the verifier code {gone}"}
+    if session.failed is not None:
+        return {"score": None, "reason": f"the verifier code {session.failed}"}
     if session.error:
         session.finish()
         return {"score": None, "reason": "the verifier code failed: " + session.error}
