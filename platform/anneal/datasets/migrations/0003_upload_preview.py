@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('datasets', '0002_upload_review_splits_packs'),
+        ("datasets", "0002_upload_review_splits_packs"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='datasetupload',
-            name='preview',
+            model_name="datasetupload",
+            name="preview",
             field=models.JSONField(blank=True, default=dict),
         ),
     ]
