@@ -16,11 +16,10 @@ from django.contrib import admin
 from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.test import RequestFactory
-from rest_framework.test import APIClient
 
 from anneal.accounts.login import failures_key
-from anneal.accounts.models import AuditEntry, Organisation, Role
-from anneal.accounts.services import audit, membership_set, team_create
+from anneal.accounts.models import AuditEntry
+from anneal.accounts.services import audit
 from anneal.datasets.models import DatasetVersion
 from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.sandboxes_view import fleet_redis, quota_team_id
@@ -31,6 +30,7 @@ from anneal.verifiers.models import Verifier
 from anneal.verifiers.sandbox_quota import preview_rate_key
 from anneal.verifiers.services import verifier_create
 from sandboxes import fleet
+from tests.world import api_client
 
 pytestmark = pytest.mark.django_db
 
@@ -44,29 +44,20 @@ CODE = {
 
 
 @pytest.fixture
-def core(settings, tmp_path):
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
+def core(world, settings, tmp_path):
+    """Team Core of the shared world (tests/world.py): its owner, expert and viewer (the teammate)."""
     settings.CHECKPOINT_DIR = tmp_path / "checkpoints"
-    organisation = Organisation.objects.create(name="Acme")
-    owner = User.objects.create_user("owner", password="owner-password")
-    expert = User.objects.create_user("expert")
-    viewer = User.objects.create_user("viewer")
-    team = team_create(organisation=organisation, name="Core", owner=owner)
-    membership_set(team=team, user=expert, role=Role.EXPERT)
-    membership_set(team=team, user=viewer, role=Role.VIEWER)
+    core = {
+        "team": world["core"],
+        "owner": world["owner"],
+        "expert": world["expert"],
+        "viewer": world["teammate"],
+    }
     # Counts kept in the cache outlive a test database: start every user afresh.
-    for user in (owner, expert, viewer):
+    for user in (core["owner"], core["expert"], core["viewer"]):
         window_clear(preview_rate_key(user))
         cache.delete(f"throttle_user_{user.pk}")
-    return {"team": team, "owner": owner, "expert": expert, "viewer": viewer}
-
-
-def api(user: User | None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        client.force_authenticate(user)
-    return client
+    return core
 
 
 def actions(action: str) -> list[AuditEntry]:
@@ -88,14 +79,14 @@ def full_quota(core, settings):
 
 
 def test_a_viewer_may_not_run_a_preview(core):
-    response = api(core["viewer"]).post("/api/v1/verifiers/preview", NUMERIC, format="json")
+    response = api_client(core["viewer"]).post("/api/v1/verifiers/preview", NUMERIC, format="json")
     assert response.status_code == 403
     assert "viewer" in response.json()["detail"]
     assert actions("verifier.preview") == []
 
 
 def test_a_code_preview_waits_for_room_on_the_teams_sandbox_quota(core, full_quota):
-    expert = api(core["expert"])
+    expert = api_client(core["expert"])
     refused = expert.post("/api/v1/verifiers/preview", CODE, format="json")
     assert refused.status_code == 429
     detail = refused.json()["detail"]
@@ -111,7 +102,7 @@ def test_a_code_preview_waits_for_room_on_the_teams_sandbox_quota(core, full_quo
 
 
 def test_the_hack_probes_of_a_save_count_against_the_quota_too(core, full_quota):
-    expert = api(core["expert"])
+    expert = api_client(core["expert"])
     body = {"name": "sums", "spec": {"type": "python_tests"}}
     refused = expert.post("/api/v1/verifiers", body, format="json")
     assert refused.status_code == 429
@@ -127,7 +118,7 @@ def test_the_hack_probes_of_a_save_count_against_the_quota_too(core, full_quota)
 
 def test_previews_are_limited_per_user_per_minute(core, settings):
     settings.VERIFIER_PREVIEW_RATE_PER_MIN = 2
-    expert = api(core["expert"])
+    expert = api_client(core["expert"])
     assert [expert.post("/api/v1/verifiers/preview", NUMERIC, format="json").status_code for _ in "ab"] == [
         200,
         200,
@@ -138,7 +129,9 @@ def test_previews_are_limited_per_user_per_minute(core, settings):
     assert "at most 2 verifier previews per minute per user (ANNEAL_PREVIEW_RATE_PER_MIN)" in detail
     assert 1 <= int(refused["Retry-After"]) <= 60 and f"retry in {refused['Retry-After']} s" in detail
     # Per user: a teammate still previews.
-    assert api(core["owner"]).post("/api/v1/verifiers/preview", NUMERIC, format="json").status_code == 200
+    assert (
+        api_client(core["owner"]).post("/api/v1/verifiers/preview", NUMERIC, format="json").status_code == 200
+    )
     # Each preview that ran is in the audit log, with what it ran.
     previews = actions("verifier.preview")
     assert [(e.user, e.team) for e in previews] == [(core["expert"], core["team"])] * 2 + [
@@ -171,7 +164,7 @@ def job_with_lineage(core):
 
 
 def test_no_version_a_job_names_can_be_deleted(core, job_with_lineage, client):
-    owner = api(core["owner"])
+    owner = api_client(core["owner"])
     job = job_with_lineage["job"]
     held_out = owner.delete(f"/api/v1/datasets/versions/{job_with_lineage['held_out'].id}")
     assert held_out.status_code == 409
@@ -193,7 +186,7 @@ def test_a_retry_of_a_job_whose_inputs_are_gone_says_so_plainly(core, job_with_l
     Job.objects.filter(pk=job.pk).update(eval_dataset_version=None, state=JobState.FAILED)
     gone = held_out.pk
     held_out.delete()
-    response = api(core["owner"]).post(f"/api/v1/jobs/{job.pk}/retry")
+    response = api_client(core["owner"]).post(f"/api/v1/jobs/{job.pk}/retry")
     assert response.status_code == 409
     detail = response.json()["detail"]
     assert detail == (
@@ -267,7 +260,7 @@ def test_the_admin_sign_in_shares_the_lockout(core, client, settings):
 
 def test_the_api_is_throttled_per_user_and_per_address(core, settings):
     settings.API_RATE_PER_MIN = 3
-    expert = api(core["expert"])
+    expert = api_client(core["expert"])
     assert [expert.get("/api/v1/me").status_code for _ in range(3)] == [200] * 3
     throttled = expert.get("/api/v1/me")
     assert throttled.status_code == 429
@@ -275,13 +268,13 @@ def test_the_api_is_throttled_per_user_and_per_address(core, settings):
         "the limit is 3 requests per minute per user (ANNEAL_API_RATE_PER_MIN)" in throttled.json()["detail"]
     )
     assert int(throttled["Retry-After"]) >= 1
-    assert api(core["owner"]).get("/api/v1/me").status_code == 200  # per user
+    assert api_client(core["owner"]).get("/api/v1/me").status_code == 200  # per user
 
     # Without a sign-in, the API answers 401 before any work; what is open (the schema) is throttled per address.
     settings.API_ANON_RATE_PER_MIN = 1
     cache.delete("throttle_anon_127.0.0.1")
-    assert api(None).get("/api/schema/").status_code == 200
-    anonymous = api(None).get("/api/schema/")
+    assert api_client(None).get("/api/schema/").status_code == 200
+    anonymous = api_client(None).get("/api/schema/")
     assert anonymous.status_code == 429
     assert "1 requests per minute per address (ANNEAL_API_ANON_RATE_PER_MIN)" in str(anonymous.data["detail"])
 
@@ -310,7 +303,7 @@ def test_audit_entries_are_read_only_in_the_admin_even_for_a_superuser(core, cli
 
 def test_reading_a_versions_rows_through_the_api_is_audited(core):
     version = dataset_version_create_from_rows(team=core["team"], user=core["owner"], name="sums", rows=ROWS)
-    response = api(core["viewer"]).get(f"/api/v1/datasets/versions/{version.id}/rows?limit=2")
+    response = api_client(core["viewer"]).get(f"/api/v1/datasets/versions/{version.id}/rows?limit=2")
     assert response.status_code == 200
     [entry] = actions("dataset_version.rows_export")
     assert (entry.user, entry.team, entry.object_id) == (core["viewer"], core["team"], str(version.id))
@@ -332,7 +325,7 @@ def test_checkpoints_show_no_server_path(core, job_with_lineage, client, setting
     assert (settings.CHECKPOINT_DIR / where / "config.json").exists()
 
     secret = str(settings.CHECKPOINT_DIR)
-    owner = api(core["owner"])
+    owner = api_client(core["owner"])
     detail = owner.get(f"/api/v1/jobs/{job.pk}")
     listed = owner.get("/api/v1/checkpoints")
     assert detail.json()["checkpoints"][0]["step"] == 1

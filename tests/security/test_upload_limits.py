@@ -22,35 +22,23 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion, UploadState
 from anneal.datasets.services import dataset_upload_create, dataset_upload_ingest, dataset_upload_preview
+from tests.world import api_client, page_client
 
-pytestmark = [pytest.mark.security]
+pytestmark = [pytest.mark.security, pytest.mark.usefixtures("data_dirs")]
 
 REPO = Path(__file__).resolve().parents[2]
 MB = 1024 * 1024
 
 
-@pytest.fixture(autouse=True)
-def folders(settings, tmp_path):
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
-    return tmp_path
-
-
 @pytest.fixture
-def owner(db):
-    user = User.objects.create_user("owner")
-    team = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
-    return user, team
+def owner(world):
+    return world["owner"], world["core"]
 
 
 def parquet(table: pa.Table, **options) -> bytes:
@@ -79,11 +67,11 @@ def ingest(owner, name: str, body: bytes, mapping=None) -> DatasetUpload:
     return dataset_upload_ingest(upload_id=upload.id)
 
 
-def assert_nothing_stored(folders) -> None:
+def assert_nothing_stored(data_dirs) -> None:
     assert not Dataset.objects.exists() and not DatasetVersion.objects.exists()
-    kept = list((folders / "datasets").rglob("*")) if (folders / "datasets").exists() else []
+    kept = list((data_dirs / "datasets").rglob("*")) if (data_dirs / "datasets").exists() else []
     assert [p for p in kept if p.is_file()] == []
-    assert not any((folders / "uploads").glob("*.upload"))
+    assert not any((data_dirs / "uploads").glob("*.upload"))
 
 
 # --- every path refuses an oversized body with a 413 naming the limit -----------------------------------
@@ -93,9 +81,7 @@ def test_each_upload_path_refuses_an_oversized_body_with_413_naming_the_limit(ow
     settings.UPLOAD_MAX_BYTES = 1 * MB
     big = b"x" * (3 * MB)  # over the file limit and the 1 MB the form's other fields may add
     user, _ = owner
-    api = APIClient()
-    api.force_authenticate(user)
-    response = api.post(
+    response = api_client(user).post(
         "/api/v1/datasets/uploads",
         {"name": "big", "file": SimpleUploadedFile("big.jsonl", big)},
         format="multipart",
@@ -109,8 +95,7 @@ def test_each_upload_path_refuses_an_oversized_body_with_413_naming_the_limit(ow
         }
     ]
 
-    page = Client()
-    page.force_login(user)
+    page = page_client(user)
     form = {"name": "big", "file": SimpleUploadedFile("big.jsonl", big)}
     xhr = page.post(reverse("dataset-upload"), form, HTTP_X_REQUESTED_WITH="XMLHttpRequest")
     assert xhr.status_code == 413
@@ -131,8 +116,7 @@ def test_each_upload_path_refuses_an_oversized_body_with_413_naming_the_limit(ow
 def test_a_file_just_over_the_limit_is_refused_with_its_size_and_413(owner, settings):
     # Within the form's room the body passes; the file itself is then measured and refused.
     settings.UPLOAD_MAX_BYTES = 1 * MB
-    api = APIClient()
-    api.force_authenticate(owner[0])
+    api = api_client(owner[0])
     body = b'{"prompt": "1+1=", "answer": "2"}\n' * (MB // 34 + 100)
     response = api.post(
         "/api/v1/datasets/uploads",
@@ -146,8 +130,7 @@ def test_a_file_just_over_the_limit_is_refused_with_its_size_and_413(owner, sett
 
 def test_other_requests_have_their_own_limits(owner, settings):
     settings.REQUEST_MAX_BYTES = 4096
-    api = APIClient()
-    api.force_authenticate(owner[0])
+    api = api_client(owner[0])
     response = api.post("/api/v1/jobs", {"name": "x" * 10_000}, format="json")
     assert response.status_code == 413
     assert response.json()["errors"][0]["message"] == (
@@ -225,7 +208,7 @@ def test_a_streamed_body_over_the_limit_is_cut_off_early(settings):
 # --- Parquet: bounded reading -------------------------------------------------------------------------
 
 
-def test_a_parquet_dictionary_bomb_is_refused_naming_the_limit(owner, folders):
+def test_a_parquet_dictionary_bomb_is_refused_naming_the_limit(owner, data_dirs):
     bomb = dictionary_bomb(rows=4096, cell_mb=1)  # 4 GB of rows
     assert len(bomb) < 16 * 1024
     upload = ingest(owner, "bomb.parquet", bomb)
@@ -233,7 +216,7 @@ def test_a_parquet_dictionary_bomb_is_refused_naming_the_limit(owner, folders):
     message = upload.errors[-1]["message"]
     assert message.startswith("the file decompresses to more than the limit of 2097152000 bytes")
     assert "(ANNEAL_UPLOAD_MAX_DECOMPRESSED_MB)" in message
-    assert_nothing_stored(folders)
+    assert_nothing_stored(data_dirs)
 
 
 def test_the_bomb_is_refused_without_the_reader_allocating_it(tmp_path):
@@ -266,7 +249,7 @@ except FileRefused as exc:
     assert int(grown_mb) < 100, f"the reader grew by {grown_mb} MB"
 
 
-def test_a_footer_that_declares_too_much_is_refused_before_any_row_is_read(owner, folders, settings):
+def test_a_footer_that_declares_too_much_is_refused_before_any_row_is_read(owner, data_dirs, settings):
     settings.UPLOAD_MAX_DECOMPRESSED_BYTES = 8 * MB
     rows = ["b" * MB] * 64  # 64 MB of text, plainly encoded: zstd makes it a few kilobytes
     body = parquet(pa.table({"prompt": rows, "answer": ["2"] * 64}), compression="zstd", use_dictionary=False)
@@ -276,10 +259,10 @@ def test_a_footer_that_declares_too_much_is_refused_before_any_row_is_read(owner
     message = upload.errors[-1]["message"]
     assert message.startswith("the file decompresses to more than the limit of 8388608 bytes")
     assert "row group(s) hold" in message
-    assert_nothing_stored(folders)
+    assert_nothing_stored(data_dirs)
 
 
-def test_too_many_columns_are_refused_from_the_footer(owner, folders, settings):
+def test_too_many_columns_are_refused_from_the_footer(owner, data_dirs, settings):
     settings.PARQUET_MAX_COLUMNS = 10
     columns = {"prompt": ["1+1="], "answer": ["2"], **{f"extra{i}": [i] for i in range(18)}}
     upload = ingest(owner, "columns.parquet", parquet(pa.table(columns)))
@@ -288,7 +271,7 @@ def test_too_many_columns_are_refused_from_the_footer(owner, folders, settings):
         "the file has 20 columns, over the limit of 10 (ANNEAL_PARQUET_MAX_COLUMNS): "
         "keep only the columns the dataset needs"
     )
-    assert_nothing_stored(folders)
+    assert_nothing_stored(data_dirs)
 
 
 def test_an_oversized_cell_is_a_row_error_naming_row_and_column(owner, settings):
@@ -332,11 +315,10 @@ def test_a_valid_parquet_file_still_ingests(owner):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_preview_is_queued_for_the_worker_by_name_and_the_page_reads_no_file(settings, folders):
+def test_the_preview_is_queued_for_the_worker_by_name_and_the_page_reads_no_file(settings, owner):
     import redis
 
-    user = User.objects.create_user("owner")
-    team = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
+    user, team = owner
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     broker.delete("default")
     bomb = dictionary_bomb(rows=4096, cell_mb=1)
@@ -352,11 +334,9 @@ def test_the_preview_is_queued_for_the_worker_by_name_and_the_page_reads_no_file
     stored = Path(upload.file_path)
     kept = stored.read_bytes()
     stored.unlink()
-    page = Client()
-    page.force_login(user)
+    page = page_client(user)
     assert "Reading the first rows" in page.get(reverse("upload-detail", args=[upload.pk])).content.decode()
-    api = APIClient()
-    api.force_authenticate(user)
+    api = api_client(user)
     assert api.get(f"/api/v1/datasets/uploads/{upload.pk}").json()["preview_ready"] is False
     stored.write_bytes(kept)
     dataset_upload_preview(upload_id=upload.pk)  # what the task runs in the worker

@@ -6,8 +6,6 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
 from anneal.sandboxes_view import fleet_redis, quota_team_id
 from sandboxes import fleet
 
@@ -15,10 +13,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def owner(db):
-    user = User.objects.create_user("fleet-owner", password="x")
-    team = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=user)
-    return user, team
+def owner(world):
+    return world["owner"], world["core"]
 
 
 def test_the_page_shows_backends_queue_and_the_teams_quota(client, owner, settings):
