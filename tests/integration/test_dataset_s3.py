@@ -14,16 +14,13 @@ from pathlib import Path
 import boto3
 import httpx
 import pytest
-from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
-from rest_framework.test import APIClient
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
 from anneal.datasets.models import DatasetUpload, DatasetVersion
 from anneal.datasets.services import dataset_upload_ingest, dataset_version_create_from_rows
 from anneal.datasets.storage import StoredFileMissing, local_copy
 from tests.stack import free_port, jsonl
+from tests.world import api_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,12 +97,8 @@ def local_files(settings) -> list[Path]:
 
 
 @pytest.fixture
-def owner_api():
-    owner = User.objects.create_user("owner")
-    team = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=owner)
-    api = APIClient()
-    api.force_authenticate(owner)
-    return api, team
+def owner_api(world):
+    return api_client(world["owner"]), world["core"]
 
 
 def upload(api, body: bytes, name: str = "rows.jsonl", **fields) -> dict:

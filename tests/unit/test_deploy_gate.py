@@ -66,24 +66,15 @@ def test_a_scrambled_checkpoint_is_blocked_with_its_numbers(models):
 
 
 @pytest.mark.django_db
-def test_the_reaper_fails_a_replica_whose_worker_went_silent(tmp_path, settings):
-    from django.contrib.auth.models import User
+def test_the_reaper_fails_a_replica_whose_worker_went_silent(world, tmp_path):
     from django.utils import timezone
 
-    from anneal.accounts.models import Organisation
-    from anneal.accounts.services import team_create
-    from anneal.datasets.services import dataset_version_create_from_rows
     from anneal.deployments.models import Deployment, Replica
     from anneal.deployments.services import replicas_reap_stale
-    from anneal.training.models import Checkpoint, Job
+    from tests.world import checkpoint_create
 
-    settings.DATASET_DIR = tmp_path
-    owner = User.objects.create_user("owner")
-    team = team_create(organisation=Organisation.objects.create(name="Acme"), name="Core", owner=owner)
-    version = dataset_version_create_from_rows(team=team, user=None, name="d", rows=[{"prompt": "1+1="}])
-    job = Job.objects.create(team=team, name="j", spec={}, dataset_version=version)
-    checkpoint = Checkpoint.objects.create(job=job, step=1, location=str(tmp_path))
-    deployment = Deployment.objects.create(team=team, checkpoint=checkpoint, name="d", state="ready")
+    checkpoint = checkpoint_create(team=world["core"], location=tmp_path / "ckpt", step=1)
+    deployment = Deployment.objects.create(team=world["core"], checkpoint=checkpoint, name="d", state="ready")
     silent = Replica.objects.create(
         deployment=deployment,
         tier="standard",

@@ -5,10 +5,7 @@ import re
 import shutil
 
 import pytest
-from django.contrib.auth.models import User
 
-from anneal.accounts.models import Organisation
-from anneal.accounts.services import team_create
 from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.verifiers.models import Verifier
 
@@ -19,13 +16,9 @@ ARGS = ["--disable-gpu", "--disable-background-networking", "--disable-component
 
 
 @pytest.fixture
-def owner(settings, tmp_path):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
-    org = Organisation.objects.create(name="Acme")
-    user = User.objects.create_user("owner", password="owner-password")
-    team = team_create(organisation=org, name="Core", owner=user)
+def owner(world):
+    """The owner (password "owner-password", tests/world.py), with dataset sums in Core."""
+    user, team = world["owner"], world["core"]
     rows = [
         {"prompt": f"{a}+{b}=", "answer": str(a + b)} for a, b in [(12, 45), (3, 4), (20, 22), (7, 8)] * 2
     ]
