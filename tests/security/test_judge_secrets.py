@@ -15,15 +15,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from ipaddress import ip_address
 
 import pytest
-from django.contrib.auth.models import User
 
-from anneal.accounts.models import AuditEntry, Organisation, TeamSecret
+from anneal.accounts.models import AuditEntry, TeamSecret
 from anneal.accounts.secret_box import decrypt, encrypt
-from anneal.accounts.services import team_create
 from anneal.verifiers.outbound import team_outbound
 from gpu_jobs.rewards import SpecError, build_scorer, validate_spec
 from gpu_jobs.rewards.outbound import Outbound, OutboundRefused, parse_host_entry
-from tests.world import api_client, page_client
+from tests.world import api_client, checkpoint_create, page_client
 
 SECRET_VALUE = "sk-live-0123456789-TOP-SECRET-judge-key"
 GOOD_ROW = {"prompt": "12+45=", "answer": "57"}
@@ -359,22 +357,13 @@ def test_only_an_owner_changes_the_allowed_hosts_in_api_and_pages_alike(world):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_deployment_judge_goes_through_v1_with_a_key_bound_to_it_and_is_metered(
-    settings, live_server, tmp_path
+    world, settings, live_server, tmp_path
 ):
-    from anneal.datasets.services import dataset_version_create_from_rows
     from anneal.deployments.models import Deployment, DeploymentKey, DeploymentState, Replica, UsageRecord
-    from anneal.training.models import Checkpoint, Job
 
-    settings.UPLOAD_DIR = tmp_path / "uploads"
-    settings.DATASET_DIR = tmp_path / "datasets"
     settings.BASE_URL = live_server.url
-    org = Organisation.objects.create(name="Acme")
-    owner, outsider = User.objects.create_user("owner"), User.objects.create_user("outsider")
-    core = team_create(organisation=org, name="Core", owner=owner)
-    team_create(organisation=org, name="Rivals", owner=outsider)
-    version = dataset_version_create_from_rows(team=core, user=None, name="sums", rows=[GOOD_ROW] * 4)
-    job = Job.objects.create(team=core, name="adder", spec={"model": "tiny"}, dataset_version=version)
-    checkpoint = Checkpoint.objects.create(job=job, step=1, location=str(tmp_path))
+    owner, outsider, core = world["owner"], world["outsider"], world["core"]
+    checkpoint = checkpoint_create(team=core, location=tmp_path / "ckpt", step=1)
     replica_server = JudgeServer()  # stands in for the deployment's replica behind the platform's proxy
     try:
         deployment = Deployment.objects.create(
