@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from anneal import jsontext
 from anneal.deployments.batches import parse_lines
-from anneal.deployments.v1 import OpenAIError, parse_body
+from anneal.deployments.openai_shape import OpenAIError, parse_body
 from anneal.verifiers.models import Verifier
 from tests.world import api_client
 

@@ -29,6 +29,7 @@ from anneal.deployments.models import (
     DeploymentState,
     Tier,
 )
+from anneal.deployments.openai_shape import OpenAIError, check_request
 from anneal.deployments.selectors import (
     deployments_for_key,
     ready_replicas,
@@ -36,7 +37,6 @@ from anneal.deployments.selectors import (
     team_spend_month,
 )
 from anneal.deployments.services import usage_record
-from anneal.deployments.v1 import OpenAIError, check_request
 from anneal.errors import NUL_MESSAGE, holds_nul
 from anneal.tasks import BATCH_RUN, enqueue
 

@@ -22,7 +22,8 @@ from anneal.deployments.batches import (
     file_too_large,
     files_for_key,
 )
-from anneal.deployments.v1 import OpenAIError, authenticate, bearer, error_response, internal_error
+from anneal.deployments.openai_shape import OpenAIError, error_response, internal_error
+from anneal.deployments.proxy import authenticate, bearer
 
 # The multipart framing and the form's other field (purpose) beside the file.
 FORM_ROOM = 64 * 1024

@@ -17,6 +17,8 @@ from anneal.accounts.models import Role
 from anneal.accounts.scope import page_team
 from anneal.accounts.selectors import can_write, role_in, teams_for
 from anneal.deployments.models import Deployment, DeploymentKey, Tier
+from anneal.deployments.openai_shape import CHAT, COMPLETIONS, OpenAIError, check_request, parse_body
+from anneal.deployments.proxy import admit, forward
 from anneal.deployments.selectors import deployment_usage, replica_counts, team_usage, tier_cards
 from anneal.deployments.services import (
     MAX_CONCURRENCY,
@@ -29,7 +31,6 @@ from anneal.deployments.services import (
     deployment_switch_tier,
     team_budget_set,
 )
-from anneal.deployments.v1 import CHAT, COMPLETIONS, OpenAIError, admit, check_request, forward, parse_body
 from anneal.errors import InputError
 from anneal.pages import check_write, form_show_errors, get_visible_or_404, writable_team
 from anneal.training.models import Checkpoint
