@@ -11,6 +11,10 @@ decision:
 
 Input (stdin, one JSON document): {"nonce", "mode": "tests" | "custom", "time_s", ...}; see run_tests and
 run_custom. Output: one line REPORT_PREFIX + JSON with the nonce, written last, on the original stdout.
+
+Past 400 lines on purpose, for now: every module of the judge travels into the sandbox and is loaded by name
+(boot.py, sandboxes/preload.py), so a split means a longer list there; the sections below (zygote, channel,
+python_tests forms, agent unittest, custom_python) are the seams to split along.
 """
 
 import json

@@ -8,6 +8,9 @@ non-dumpable process) decides from plain values alone. Two ways to run a program
   ({"call": name, "args", "kwargs"}) with plain values, until {"finish"}; every reply echoes the request's
   token, which lives only in this function's frame (the guard refuses the ways to read it).
 - `run_main`: run it as `python main.py` would, on the stdin, stdout and stderr it was given (an io test).
+
+Just past 400 lines: the serve loop, the unittest run and run_program/run_function share the guard's set-up
+and the reply encoding, and stay beside them.
 """
 
 import ast
