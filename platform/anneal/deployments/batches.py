@@ -31,6 +31,7 @@ from anneal.deployments.models import (
 )
 from anneal.deployments.openai_shape import OpenAIError, check_request
 from anneal.deployments.selectors import (
+    budget_reached,
     deployments_for_key,
     ready_replicas,
     team_budget_cap,
@@ -336,7 +337,7 @@ async def _send_all(batch: BatchJob, requests: list[dict], by_name: dict[str, De
         if deployment.state != DeploymentState.READY or deployment.tier != Tier.BATCH:
             return f"the deployment `{deployment.name}` is {deployment.state} at the {deployment.tier} tier"
         cap = team_budget_cap(deployment.team_id)
-        if cap is not None and team_spend_month(deployment.team_id) >= cap:
+        if budget_reached(team_spend_month(deployment.team_id), cap):
             return "insufficient_quota"
         replicas = ready_replicas(deployment)
         if not replicas:

@@ -17,6 +17,7 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from anneal.deployments.models import Deployment, DeploymentKey, DeploymentState, Replica
 from anneal.deployments.openai_shape import CHAT, OpenAIError, error_response
 from anneal.deployments.selectors import (
+    budget_reached,
     deployments_for_key,
     key_lookup,
     ready_replicas,
@@ -98,7 +99,7 @@ def admit(*, deployment: Deployment, key: DeploymentKey | None, limiter: str) ->
     cap = team_budget_cap(deployment.team_id)
     if cap is not None:
         spent = team_spend_month(deployment.team_id)
-        if spent >= cap:
+        if budget_reached(spent, cap):
             raise OpenAIError(
                 429,
                 f"Team '{deployment.team.name}' has spent ${spent:.6f} this month, reaching its budget cap of "

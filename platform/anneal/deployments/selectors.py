@@ -1,7 +1,7 @@
 """Reads for deployments: key look-up, routing candidates, spend, usage series and measured speed."""
 
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.db.models import Count, QuerySet, Sum
@@ -51,6 +51,15 @@ def team_spend_month(team_id: int) -> Decimal:
         s=Sum("cost_usd")
     )["s"]
     return total or Decimal(0)
+
+
+CAP_STEP = Decimal("0.000001")  # a cap has six decimals (TeamBudget.monthly_cap_usd), as the pages show spend
+
+
+def budget_reached(spent: Decimal, cap: Decimal | None) -> bool:
+    """Whether `spent` reaches `cap`, compared at the cap's precision: a cap set to the spend a page shows
+    (rounded to six decimals) stops calls, as its owner meant."""
+    return cap is not None and spent.quantize(CAP_STEP, rounding=ROUND_HALF_UP) >= cap
 
 
 def team_budget_cap(team_id: int) -> Decimal | None:
