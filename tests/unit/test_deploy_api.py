@@ -501,3 +501,13 @@ def test_the_batch_api_refuses_bad_files_and_non_batch_deployments_in_openai_sha
     assert_openai_error(client.get("/v1/batches/batch_nope", **headers), 404, code="batch_not_found")
     content = client.get(f"/v1/files/{file_id}/content", **headers)
     assert content.status_code == 200 and json.loads(b"".join(content.streaming_content)) == good
+
+
+def test_a_cap_set_to_the_shown_spend_is_reached():
+    from decimal import Decimal
+
+    from anneal.deployments.selectors import budget_reached
+
+    assert budget_reached(Decimal("0.0000166"), Decimal("0.000017"))  # the page shows 0.000017
+    assert not budget_reached(Decimal("0.0000164"), Decimal("0.000017"))
+    assert not budget_reached(Decimal("5"), None)
