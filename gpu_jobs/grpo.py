@@ -10,6 +10,9 @@ holds the prompt and the row's index only; reward functions look the rows up by 
 ``config.rows``. Passing the rows' other columns through a ``datasets.Dataset`` instead would coerce them
 to one Arrow type per column, which breaks on ordinary data (a "tests" value that is a string in one row
 and a list in the next) and turns missing keys into None.
+
+Past 400 lines: the GRPO entry point, its callbacks and the TRL wiring share one run's state; the callbacks
+are the next to move out.
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ renders the real prompt from the row. Rewards: one TRL reward function "environm
 gpu_jobs.agent.spec, weight 1), then the job's verifiers (if any) scored on the model's own text of the
 episode, with their weights. Up to ``rollouts_per_step`` episodes a step go to the sink as rollout events
 carrying ``turns`` (gpu_jobs.agent.episode.Step.to_payload), which the live view draws as a timeline.
+
+Past 400 lines: the episode rollout loop, its reward hand-off to TRL and its reporting share the trainer's
+state; reporting is the next part to move out.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 A task is written once, correct; `bug` is an (old, new) text replacement that plants the bug in `source`.
 `gpu_jobs.agent.taskpack.pack_rows` turns each into a dataset row (the buggy files, the tests, the fix).
 Every task has tests that the bug fails and tests it still passes, so "no fix" scores a share between 0 and 1.
+
+Past 400 lines: it is data, the task pack's repositories and their fixes written out.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""REST for datasets: one view per operation. Errors: 400 with the field (and row) named; 409 when in use."""
+"""REST for datasets: one view per operation. Errors: 400 with the field (and row) named; 409 when in use.
+
+Past 400 lines: one view per operation on datasets, versions, uploads, rows and splits; it splits by those
+resources next.
+"""
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes

@@ -4,6 +4,9 @@ An upload's life: ``mapping`` (stored, columns not chosen yet) -> ``pending`` ->
 ``ready`` (every row valid: a version exists), ``review`` (some rows bad: the valid ones wait, outside
 every version, until the expert accepts them or rejects the upload) or ``failed`` (nothing usable).
 A version's rows file is written once and never changed; nothing partial ever becomes a version.
+
+Past 400 lines: the writes of uploads, versions and rows, which share the ingest's checks; uploads are the
+next to move out.
 """
 
 import hashlib

@@ -3,6 +3,9 @@ created from it, a Celery task sends its lines to the batch-tier replicas of the
 many at once as the deployment allows), and writes a results file and an errors file.
 
 Every line's errors name the line, so a bad file is fixed in one go.
+
+Past 400 lines: the /v1 batch files and batches, from upload to the worker's run, one flow kept together;
+the worker's run is the part to move out (and the module to rename batch_services.py).
 """
 
 import asyncio

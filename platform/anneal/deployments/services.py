@@ -1,5 +1,9 @@
 """Writes for deployments: create, stop, switch tier, the regression gate and its override, replica states
-(driven by the `serve` worker), API keys, budgets and metered usage. Keyword-only and atomic."""
+(driven by the `serve` worker), API keys, budgets and metered usage. Keyword-only and atomic.
+
+Past 400 lines: the writes of deployments, replicas, keys and budgets; budgets and keys are the next to move
+to modules of their own.
+"""
 
 import secrets
 from decimal import Decimal

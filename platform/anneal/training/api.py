@@ -1,3 +1,9 @@
+"""REST API of training: jobs, runs, checkpoints and rollouts, one view per operation.
+
+Past 400 lines: one view per operation on jobs, runs, checkpoints and rollouts; it splits by those
+resources next.
+"""
+
 from django.conf import settings
 from django.db import transaction
 from drf_spectacular.utils import extend_schema, extend_schema_field
