@@ -54,24 +54,11 @@ def describe(exc):
 def serve(job, job_r, out_w, protected_files):
     """Run `job["program"]` and answer calls on the pipes until told to finish. Never returns."""
     token = job["t"]
-    write = os.write
-    dumps = codec.dumps
     encode = codec.encode
     decode = codec.decode
     loads = __import__("json").loads
     not_plain = codec.NotPlain
-
-    def send(message):
-        data = (dumps(message) + "\n").encode()
-        while data:
-            data = data[write(out_w, data) :]
-
-    def report(what):
-        try:
-            write(out_w, (dumps({"tampering": str(what)[:200]}) + "\n").encode())
-        except BaseException:  # noqa: BLE001 - reporting must never break the refusal itself
-            pass
-
+    send, report = _replies(out_w)
     _strict_equality(unittest_case(), report)  # for assert scripts run here that use unittest's asserts
     guard.install(report, protected_files=protected_files)
     taken = guard.snapshot()
@@ -145,17 +132,10 @@ def run_unittest(job, out_w, protected_files):
     test passes only if its method is still the test file's own code.
     """
     token = job["t"]
-    write = os.write
-    dumps = codec.dumps
     workdir = os.getcwd()
     paths = [os.path.join(workdir, name) for name in job["files"]]
     names = [name[:-3].replace("/", ".") for name in job["files"] if name.endswith(".py")]
-
-    def report(what):
-        try:
-            write(out_w, (dumps({"tampering": str(what)[:200]}) + "\n").encode())
-        except BaseException:  # noqa: BLE001
-            pass
+    send, report = _replies(out_w)
 
     import unittest
 
@@ -189,10 +169,29 @@ def run_unittest(job, out_w, protected_files):
         changed.append("the judge's test result class")
     message = {"t": token, "passed": passed, "ran": result.testsRun, "changed": changed}
     message["replaced"] = replaced
-    data = (dumps(message) + "\n").encode()
-    while data:
-        data = data[write(out_w, data) :]
+    send(message)
     os._exit(0)
+
+
+def _replies(out_w):
+    """(send, report) for the reply pipe: send(message) writes one JSON line, report(what) a tampering line
+    and never raises. Made before the program runs: they hold os.write and codec.dumps in closure cells,
+    out of reach of a program that rebinds the modules' names."""
+    write = os.write
+    dumps = codec.dumps
+
+    def send(message):
+        data = (dumps(message) + "\n").encode()
+        while data:
+            data = data[write(out_w, data) :]
+
+    def report(what):
+        try:
+            write(out_w, (dumps({"tampering": str(what)[:200]}) + "\n").encode())
+        except BaseException:  # noqa: BLE001 - reporting must never break the refusal itself
+            pass
+
+    return send, report
 
 
 def _strict_equality(case, report):
