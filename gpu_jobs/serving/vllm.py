@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gpu_jobs.serving.chat_template import PLAIN_JINJA, folder_has_chat_template
+
 VLLM_TIERS = ("standard", "turbo", "batch")
 BATCH_MAX_NUM_SEQS = 256
 BATCH_MAX_BATCHED_TOKENS = 16384
@@ -71,6 +73,9 @@ def vllm_serve_argv(
         "--generation-config",
         "vllm",
     ]
+    if folder_has_chat_template(model_dir) is False:
+        # vLLM refuses chats for a model without a template; this one answers them as the CPU server does.
+        argv += ["--chat-template", PLAIN_JINJA]
     if max_model_len is not None:
         if max_model_len < 1:
             raise ValueError(f"max_model_len must be at least 1, got {max_model_len}")

@@ -408,7 +408,7 @@ def test_pages_render_for_the_team_and_404_for_others(world, ready):
     assert "$0.20" in detail and "Switch to turbo" in detail and "app" in detail
     job_page = client.get(f"/jobs/{world['ckpt'].job_id}/").content.decode()
     assert f"/deployments/new/?checkpoint={world['ckpt'].pk}" in job_page
-    created = client.post(f"/deployments/{deployment.pk}/keys/", {"name": "web"})
+    created = client.post(f"/deployments/{deployment.pk}/keys/", {"name": "web"}, follow=True)
     assert created.status_code == 200 and "sk-anneal-" in created.content.decode()
     outsider = page_client(world["outsider"])
     assert outsider.get(f"/deployments/{deployment.pk}/").status_code == 404

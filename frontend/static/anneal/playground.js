@@ -23,8 +23,15 @@
     return node;
   }
 
-  function fail(message) {
-    bubble("error", message);
+  function fail(message, link) {
+    var node = bubble("error", message);
+    if (link) {
+      var a = document.createElement("a");
+      a.href = link.href;
+      a.textContent = link.text;
+      node.appendChild(document.createTextNode(" "));
+      node.appendChild(a);
+    }
     status.textContent = "";
   }
 
@@ -53,7 +60,9 @@
       if (!response.ok) {
         var err = await response.json().catch(function () { return null; });
         messages.pop();
-        fail(err && err.error ? err.error.message : "HTTP " + response.status);
+        var quota = err && err.error && err.error.code === "insufficient_quota";
+        fail(err && err.error ? err.error.message : "HTTP " + response.status,
+          quota ? { href: page.budget_url, text: "Change the monthly cap" } : null);
         return;
       }
       var node = bubble("assistant", "");

@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.urls import reverse
 
 from anneal.deployments.models import Deployment, DeploymentKey, DeploymentState, Replica
 from anneal.deployments.openai_shape import CHAT, OpenAIError, error_response
@@ -103,7 +104,8 @@ def admit(*, deployment: Deployment, key: DeploymentKey | None, limiter: str) ->
             raise OpenAIError(
                 429,
                 f"Team '{deployment.team.name}' has spent ${spent:.6f} this month, reaching its budget cap of "
-                f"${cap:.6f}: requests are refused until an owner raises the cap or the month ends.",
+                f"${cap:.6f}: requests are refused until an owner raises the cap (Deployments → Budget, "
+                f"{settings.BASE_URL.rstrip('/')}{reverse('deployment-list')}#budget) or the month ends.",
                 type="insufficient_quota",
                 code="insufficient_quota",
                 headers={"x-should-retry": "false"},

@@ -21,6 +21,7 @@ from anneal.deployments.models import (
     UsageRecord,
     key_hash,
 )
+from gpu_jobs.serving.chat_template import folder_has_chat_template
 
 
 def key_lookup(raw: str) -> DeploymentKey | None:
@@ -94,6 +95,8 @@ def team_usage(team: Team) -> dict:
         "all_time": usage_totals(UsageRecord.objects.filter(team=team)),
         "monthly_cap_usd": None if cap is None else str(cap),
         "spend_month_usd": month["cost_usd"],
+        # Shown before any request is made: a cap reached (a cap of $0 at once) refuses every call.
+        "cap_reached": cap is not None and budget_reached(team_spend_month(team.pk), cap),
     }
 
 
@@ -201,3 +204,9 @@ def deployments_active_count(team: Team) -> int:
 def replica_counts(deployment: Deployment) -> dict[str, int]:
     rows = deployment.replica_set.values("state").annotate(n=Count("id"))
     return {row["state"]: row["n"] for row in rows} | {"total": deployment.replica_set.count()}
+
+
+def deployment_has_chat_template(deployment: Deployment) -> bool | None:
+    """Whether the deployed checkpoint's tokenizer has a chat template (None: its files are not on this host).
+    Without one, a chat of one user message is sent as its bare text (gpu_jobs.serving.chat_template)."""
+    return folder_has_chat_template(deployment.checkpoint.location)

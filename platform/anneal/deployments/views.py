@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from anneal.accounts.models import Role
@@ -19,7 +20,13 @@ from anneal.accounts.selectors import can_write, role_in, teams_for
 from anneal.deployments.models import Deployment, DeploymentKey, Tier
 from anneal.deployments.openai_shape import CHAT, COMPLETIONS, OpenAIError, check_request, parse_body
 from anneal.deployments.proxy import admit, forward
-from anneal.deployments.selectors import deployment_usage, replica_counts, team_usage, tier_cards
+from anneal.deployments.selectors import (
+    deployment_has_chat_template,
+    deployment_usage,
+    replica_counts,
+    team_usage,
+    tier_cards,
+)
 from anneal.deployments.services import (
     MAX_CONCURRENCY,
     MAX_REPLICAS,
@@ -119,6 +126,7 @@ def deployment_detail(request, pk: int):
     deployment = get_visible_or_404(
         request, Deployment.objects.select_related("checkpoint__job", "team", "created_by"), pk
     )
+    chat_template = deployment_has_chat_template(deployment)
     context = {
         "section": "deployments",
         "deployment": deployment,
@@ -132,6 +140,8 @@ def deployment_detail(request, pk: int):
         "can_write": can_write(request.user, deployment.team),
         "is_owner": role_in(request.user, deployment.team) == Role.OWNER,
         "base_url": f"{settings.BASE_URL.rstrip('/')}/v1",
+        "chat_template": chat_template,
+        "chat_template_missing": chat_template is False,
         "page_data": {
             "id": deployment.pk,
             "state": deployment.state,
@@ -186,24 +196,48 @@ def deployment_override_view(request, pk: int):
     return redirect("deployment-detail", pk=pk)
 
 
-@require_POST
+NEW_KEY_SESSION = "deployment-new-key"
+
+
+@require_http_methods(["GET", "POST"])
 @login_required
 def deployment_key_create_view(request, pk: int):
+    """POST creates the key and redirects here; the GET shows its secret once, from the session (a reload,
+    or a second tab, finds it gone and goes back to the deployment's page with a note)."""
     deployment = _writable_deployment(request, pk)
-    try:
-        key, raw = deployment_key_create(
-            team=deployment.team, user=request.user, name=request.POST.get("name", ""), deployment=deployment
+    if request.method == "POST":
+        try:
+            key, raw = deployment_key_create(
+                team=deployment.team,
+                user=request.user,
+                name=request.POST.get("name", ""),
+                deployment=deployment,
+            )
+        except InputError as exc:
+            messages.error(request, str(exc))
+            return redirect("deployment-detail", pk=pk)
+        request.session[NEW_KEY_SESSION] = {"key": key.pk, "raw": raw}
+        return redirect("deployment-key-create", pk=pk)
+    shown = request.session.pop(NEW_KEY_SESSION, None)
+    key = (
+        DeploymentKey.objects.filter(pk=shown["key"], deployment=deployment).first()
+        if isinstance(shown, dict)
+        else None
+    )
+    if key is None:
+        messages.info(
+            request,
+            "A key's secret is shown only once, right after it is created. If it was not copied, revoke "
+            "that key and create another.",
         )
-    except InputError as exc:
-        messages.error(request, str(exc))
         return redirect("deployment-detail", pk=pk)
-    # Rendered, not redirected: the secret is never stored, so this response is its only showing.
     context = {
         "section": "deployments",
         "deployment": deployment,
         "key": key,
-        "raw": raw,
+        "raw": shown["raw"],
         "base_url": f"{settings.BASE_URL.rstrip('/')}/v1",
+        "chat_template_missing": deployment_has_chat_template(deployment) is False,
     }
     response = render(request, "deployments/key_created.html", context)
     response["Cache-Control"] = "no-store"
@@ -252,8 +286,11 @@ def playground(request, pk: int):
     context = {
         "section": "deployments",
         "deployment": deployment,
+        "chat_template": deployment_has_chat_template(deployment),
+        "team_usage": team_usage(deployment.team),
         "page_data": {
             "chat_url": f"/deployments/{pk}/playground/chat",
+            "budget_url": reverse("deployment-list") + "#budget",
             "model": deployment.name,
             "state": deployment.state,
             "max_tokens": min(256, settings.DEPLOY_MAX_TOKENS),
