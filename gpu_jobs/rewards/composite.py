@@ -67,7 +67,7 @@ class Composite(Scorer):
             (str,),
             default=None,
             help="For mode formula: arithmetic over part names with + - * / ** %, comparisons, "
-            "x if c else y, min, max, abs, sqrt, clip(x, low, high).",
+            "x if c else y, min, max, abs, sqrt, floor, ceil, exp, log, clip(x, low, high).",
         ),
         SpecField(
             "pass_threshold", (int, float), default=1.0, help="For all_of: the score a part must reach."

@@ -8,6 +8,8 @@ from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecField, shorten
 from gpu_jobs.rewards.extract import check_extract_fields, extract_fields, extract_from_spec
 from gpu_jobs.rewards.normalise import normalise_fields, normaliser_from_spec
 
+COMPARE_MODES = ("equal", "contains")
+
 
 def references_in(row: dict, field: str) -> list[str] | None:
     """The row's reference answers as strings (a list column means "any of these"); None when absent."""
@@ -34,6 +36,14 @@ class ExactMatch(Scorer):
             default="answer",
             help="The dataset column with the right answer (a list there means any of them).",
         ),
+        SpecField(
+            "compare",
+            (str,),
+            default="equal",
+            choices=COMPARE_MODES,
+            help="equal: the answer is the reference; contains: the reference appears somewhere in the answer "
+            "(both after the normalisation below).",
+        ),
         *extract_fields(),
         *normalise_fields(),
     )
@@ -56,13 +66,17 @@ class ExactMatch(Scorer):
             )
         if any(self._equal(answer, reference) for reference in references):
             return ScoreResult(1.0, {"match": 1.0}, "match")
+        expected = "expected" if self.spec["compare"] == "equal" else "expected it to contain"
         return ScoreResult(
             0.0,
             {"match": 0.0},
-            f"expected {shorten(references[0], 80)!r}, got {shorten(answer.strip(), 80)!r}",
+            f"{expected} {shorten(references[0], 80)!r}, got {shorten(answer.strip(), 80)!r}",
         )
 
     def _equal(self, answer: str, reference: str) -> bool:
+        if self.spec["compare"] == "contains":
+            normalise = normaliser_from_spec(self.spec)
+            return normalise(reference) in normalise(answer)
         if self.spec["extract"] == "last_number":
             # "57.0" answers "57": compare the numbers when the reference is one.
             try:

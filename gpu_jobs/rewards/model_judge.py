@@ -35,6 +35,8 @@ ENV_REFUSED = (
     "(Team settings → Secrets) and name it in api_key_secret instead."
 )
 MAX_CONCURRENCY = 8
+MAX_MESSAGES = 20
+JUDGE_ROLES = ("system", "developer", "user", "assistant")
 MAX_COMPLETION_CHARS = 20000
 
 
@@ -95,6 +97,19 @@ class ModelJudge(Scorer):
         ),
         SpecField("timeout_s", (int, float), default=30, help="Time limit per request."),
         SpecField("max_tokens", (int,), default=256, help="Longest judge reply."),
+        SpecField(
+            "messages",
+            (list,),
+            default=None,
+            help='Instead of the rubric, the whole conversation sent to the judge: [{"role": "system" | '
+            '"developer" | "user" | "assistant", "content": "..."}], the same placeholders filled in each '
+            "content; one of them must hold {completion}.",
+        ),
+        SpecField("temperature", (int, float), default=0, help="The judge's sampling temperature (0..2)."),
+        SpecField(
+            "top_p", (int, float), default=None, help="The judge's nucleus sampling (0..1); empty: not sent."
+        ),
+        SpecField("seed", (int,), default=None, help="A sampling seed sent to the judge; empty: not sent."),
     )
 
     @classmethod
@@ -128,19 +143,17 @@ class ModelJudge(Scorer):
             raise SpecError(
                 "api_key_secret", "must be the name of a team secret (letters, digits, _ . -), not the key"
             )
-        try:
-            names = {name for _, name, _, _ in string.Formatter().parse(clean["rubric"]) if name is not None}
-        except ValueError as exc:
-            raise SpecError(
-                "rubric", f"has a stray brace: {exc} (write {{{{ and }}}} for literal braces)"
-            ) from None
-        unknown = names - set(PLACEHOLDERS)
-        if unknown:
-            raise SpecError(
-                "rubric", f"unknown placeholder {{{sorted(unknown)[0]}}}; known: {', '.join(PLACEHOLDERS)}"
-            )
+        if clean["messages"] is None:
+            names = _placeholders(clean["rubric"], "rubric")
+        else:
+            names = _check_messages(clean["messages"])
         if "completion" not in names:
-            raise SpecError("rubric", "must contain {completion}, the answer being judged")
+            where = "rubric" if clean["messages"] is None else "messages"
+            raise SpecError(where, "must contain {completion}, the answer being judged")
+        if not 0 <= clean["temperature"] <= 2:
+            raise SpecError("temperature", "must be between 0 and 2")
+        if clean["top_p"] is not None and not 0 < clean["top_p"] <= 1:
+            raise SpecError("top_p", "must be more than 0 and at most 1")
         if not clean["min_score"] < clean["max_score"]:
             raise SpecError("max_score", "must be greater than min_score")
         if not 0 < clean["timeout_s"] <= 300:
@@ -148,6 +161,14 @@ class ModelJudge(Scorer):
         if not 1 <= clean["max_tokens"] <= 8192:
             raise SpecError("max_tokens", "must be between 1 and 8192")
         return clean
+
+    def _conversation(self, values: dict[str, str]) -> list[dict[str, str]]:
+        if self.spec["messages"] is None:
+            return [{"role": "user", "content": self.spec["rubric"].format_map(values)}]
+        return [
+            {"role": message["role"], "content": message["content"].format_map(values)}
+            for message in self.spec["messages"]
+        ]
 
     def __init__(
         self, spec: dict, *, sandbox: SandboxClient | None = None, outbound: Outbound | None = None
@@ -222,10 +243,11 @@ class ModelJudge(Scorer):
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
         body = {
             "model": self._model,
-            "messages": [{"role": "user", "content": spec["rubric"].format_map(values)}],
-            "temperature": 0,
+            "messages": self._conversation(values),
+            "temperature": spec["temperature"],
             "max_tokens": spec["max_tokens"],
         }
+        body.update({key: spec[key] for key in ("top_p", "seed") if spec[key] is not None})
         import httpx
 
         from gpu_jobs.rewards.outbound import OutboundRefused
@@ -264,3 +286,34 @@ class ModelJudge(Scorer):
         score = (bounded - low) / (high - low)
         note = "" if bounded == raw else f" (outside {low:g}..{high:g}, bounded)"
         return ScoreResult(score, {"judge": raw}, f"judge gave {raw:g}{note}: {shorten(reply.strip(), 160)}")
+
+
+def _placeholders(text: str, field: str) -> set[str]:
+    """The {names} in ``text``; SpecError naming ``field`` for a stray brace or an unknown name."""
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+    except ValueError as exc:
+        raise SpecError(field, f"has a stray brace: {exc} (write {{{{ and }}}} for literal braces)") from None
+    unknown = names - set(PLACEHOLDERS)
+    if unknown:
+        raise SpecError(
+            field, f"unknown placeholder {{{sorted(unknown)[0]}}}; known: {', '.join(PLACEHOLDERS)}"
+        )
+    return names
+
+
+def _check_messages(messages: list) -> set[str]:
+    """The placeholders used across a judge conversation; SpecError naming the message that is wrong."""
+    if not messages or len(messages) > MAX_MESSAGES:
+        raise SpecError("messages", f"must hold 1 to {MAX_MESSAGES} messages")
+    names: set[str] = set()
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict) or set(message) != {"role", "content"}:
+            raise SpecError(where, 'must be {"role": ..., "content": "..."}')
+        if message["role"] not in JUDGE_ROLES:
+            raise SpecError(f"{where}.role", f"must be one of {', '.join(JUDGE_ROLES)}")
+        if not isinstance(message["content"], str):
+            raise SpecError(f"{where}.content", "must be text")
+        names |= _placeholders(message["content"], f"{where}.content")
+    return names

@@ -64,6 +64,7 @@ def test_known_verifier_types():
 def test_validate_fills_defaults():
     assert validate_spec({"type": "exact_match"}) == {
         "type": "exact_match",
+        "compare": "equal",
         "reference_field": "answer",
         "extract": "none",
         "extract_tag": "answer",
