@@ -434,7 +434,10 @@ class ReportingCallback(TrainerCallback):
             self._evaluate(step=state.global_step, model=model, tokenizer=tokenizer)
         self.sink.emit(
             "log",
-            {"message": f"GRPO finished after {state.global_step} steps; checkpoint at {self.last_location}"},
+            {
+                "message": f"GRPO finished after {state.global_step} steps; "
+                f"last checkpoint: step {self.last_saved_step}"
+            },
         )
 
     def _evaluate(self, *, step: int, model: Any, tokenizer: Any) -> None:

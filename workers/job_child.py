@@ -48,7 +48,19 @@ def run(job_id: int) -> None:
     )
     # Read by the worker: whether training ended early because the job was asked to pause or stop.
     (job_workdir(job_id) / "outcome.json").write_text(json.dumps({"stopped_for": summary.get("stopped_for")}))
-    sink.emit("log", {"message": f"training finished: {summary}"})
+    sink.emit("log", {"level": "info", "message": finished_message(summary)})
+
+
+def finished_message(summary: dict) -> str:
+    """The run's summary in words; its model folder and checkpoint are server paths, left out."""
+    parts = [f"{summary.get('steps', '?')} steps"]
+    if isinstance(summary.get("reward"), int | float):
+        parts.append(f"last mean reward {summary['reward']:.3f}")
+    if isinstance(summary.get("train_seconds"), int | float):
+        parts.append(f"{summary['train_seconds']:.0f} s of training")
+    if summary.get("stopped_for"):
+        parts.append(f"stopped early ({summary['stopped_for']})")
+    return "training finished: " + ", ".join(parts)
 
 
 def _run_inputs(job: Job) -> RunInputs:

@@ -67,6 +67,23 @@ def chart(job_ids, metric, *, user, **kwargs):
     figure = go.Figure()
     for job_id, (steps, values) in metric_series(jobs=jobs, key=metric or "reward").items():
         figure.add_trace(go.Scatter(x=steps, y=values, mode="lines", name=f"#{job_id} {names[job_id]}"))
+    if not figure.data:
+        # Without a line Plotly draws arbitrary axes (-1 to 6); say why the chart is empty instead.
+        figure.update_layout(
+            xaxis={"visible": False},
+            yaxis={"visible": False},
+            annotations=[
+                {
+                    "text": f"No {metric or 'reward'} yet in the jobs chosen: it appears once they log a step."
+                    if job_ids
+                    else "Choose jobs above to compare their metrics by step.",
+                    "showarrow": False,
+                    "font": {"size": 14, "color": "#5b6473"},
+                }
+            ],
+            template="plotly_white",
+        )
+        return figure
     figure.update_layout(
         margin={"l": 48, "r": 16, "t": 16, "b": 40},
         xaxis_title="step",

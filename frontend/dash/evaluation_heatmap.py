@@ -34,8 +34,15 @@ def job_choices(_, *, user, **kwargs):
 def heatmap(job_id, *, user, **kwargs):
     figure = go.Figure()
     job = _jobs(user).filter(pk=job_id).first() if job_id else None
+    domains, steps, scores = evaluation_table(job=job) if job is not None else ([], [], [])
+    if not steps:
+        # An empty heatmap would draw arbitrary axes (-1 to 6); say why there is nothing instead.
+        return _empty_figure(
+            "No evaluation yet: a job's held-out set is scored before step 1 and as it trains."
+            if job is not None
+            else "No job with a held-out set yet: choose one (evaluation set) when launching a job."
+        )
     if job is not None:
-        domains, steps, scores = evaluation_table(job=job)
         columns = ["base" if step == 0 else f"step {step}" for step in steps]
         figure.add_trace(
             go.Heatmap(
@@ -51,4 +58,17 @@ def heatmap(job_id, *, user, **kwargs):
             )
         )
     figure.update_layout(margin={"l": 80, "r": 16, "t": 16, "b": 40}, template="plotly_white")
+    return figure
+
+
+def _empty_figure(message: str) -> go.Figure:
+    figure = go.Figure()
+    figure.update_layout(
+        xaxis={"visible": False},
+        yaxis={"visible": False},
+        annotations=[{"text": message, "showarrow": False, "font": {"size": 14, "color": "#5b6473"}}],
+        margin={"l": 16, "r": 16, "t": 16, "b": 16},
+        height=240,
+        template="plotly_white",
+    )
     return figure

@@ -21,6 +21,8 @@
     cancel: $("cancel-form"), retry: $("retry-form"), chart: $("reward-chart"), rollouts: $("rollouts"),
     rolloutsEmpty: $("rollouts-empty"), rolloutCount: $("rollout-count"), metrics: $("metrics"),
     checkpoints: $("checkpoints"), checkpointsEmpty: $("checkpoints-empty"), log: $("log"),
+    metricGroups: $("metric-groups"), metricsEmpty: $("metrics-empty"), metricsStep: $("metrics-step"),
+    metricsAll: $("metrics-all"), metricsAllCount: $("metrics-all-count"),
   };
 
   var job = { state: data.state, step: data.step, maxSteps: data.max_steps };
@@ -31,6 +33,7 @@
   var stopped = false;
   var rolloutTotal = 0;
   var rolloutsSampledOut = 0;
+  var hasRollouts = Boolean(data.has_rollouts);
 
   // ---- connection -------------------------------------------------------------------------------------
   function setConnection(kind, text) {
@@ -104,17 +107,17 @@
     var p = event.payload || {};
     if (event.kind === "metric") onMetric(p);
     else if (event.kind === "rollout") onRollout(Object.assign({ seq: event.seq }, p));
-    else if (event.kind === "state") onState(p, event.seq);
-    else if (event.kind === "checkpoint") onCheckpoint(p);
-    else if (event.kind === "log") addLog(event.seq, p.message || "", "");
-    else if (event.kind === "alarm") onAlarm(p, event.seq);
+    else if (event.kind === "state") onState(p, event);
+    else if (event.kind === "checkpoint") onCheckpoint(p, event);
+    else if (event.kind === "log") addLog(event, logLevel(p.level), p.message || "");
+    else if (event.kind === "alarm") onAlarm(p, event);
     if (caughtUp) {
       scheduleFlush();
       maybeStop();
     }
   }
 
-  function onState(p, seq) {
+  function onState(p, event) {
     job.state = p.state;
     el.state.textContent = p.state;
     el.state.className = "badge state-" + p.state;
@@ -128,8 +131,9 @@
     }
     var resumed = p.resumed_from_step ? "resumed from step " + p.resumed_from_step : "";
     var why = p.error ? p.error.split("\n")[0] : p.reason || resumed;
-    addLog(seq, "state → " + p.state + (why ? ": " + why : ""), "log-state");
+    addLog(event, p.state === "failed" ? "error" : "info", "state → " + p.state + (why ? ": " + why : ""), "log-state");
     renderProgress();
+    renderEmptyNotes();
   }
 
   // Pause/resume buttons and why the job paused, stopped or restarted (anneal.training.state).
@@ -152,7 +156,7 @@
     }
   }
 
-  function onAlarm(p, seq) {
+  function onAlarm(p, event) {
     var li = document.createElement("li");
     var name = document.createElement("code");
     name.textContent = p.name;
@@ -166,27 +170,55 @@
     }
     $("alarm-list").append(li);
     $("job-alarms").hidden = false;
-    addLog(seq, "alarm " + p.name + ": " + (p.message || ""), "log-alarm");
+    addLog(event, "warning", "alarm " + p.name + ": " + (p.message || ""), "log-alarm");
   }
 
-  function onCheckpoint(p) {
+  // A checkpoint by its step, never where its files lie; writers get a Deploy link with it chosen (the
+  // sink adds the checkpoint's id to the event; an older event without one links to the plain form).
+  function onCheckpoint(p, event) {
+    addLog(event, "info", "checkpoint saved: step " + p.step);
     if (el.checkpoints.querySelector('li[data-step="' + p.step + '"]')) return;
     var li = document.createElement("li");
     li.dataset.step = p.step;
-    li.append("step " + p.step);
-    el.checkpoints.prepend(li);
+    var name = document.createElement("span");
+    name.className = "checkpoint-name";
+    name.textContent = "step " + p.step;
+    li.append(name);
+    if (data.deploy_url) {
+      var deploy = document.createElement("a");
+      deploy.className = "btn btn-small";
+      deploy.href = p.checkpoint ? data.deploy_url + encodeURIComponent(p.checkpoint) : data.deploy_url.split("?")[0];
+      deploy.textContent = "Deploy";
+      li.append(" ", deploy);
+    }
+    // Newest first, wherever a replayed or live one lands among those the server drew.
+    var after = Array.prototype.find.call(el.checkpoints.children, function (item) { return Number(item.dataset.step) < p.step; });
+    el.checkpoints.insertBefore(li, after || null);
     el.checkpointsEmpty.hidden = true;
   }
 
-  function addLog(seq, text, cls) {
+  // ---- log: one readable line per event (time, level, message) ------------------------------------------
+  function logLevel(level) { return level === "warning" || level === "error" ? level : "info"; }
+
+  function clock(iso) {
+    var at = iso ? new Date(iso) : null;
+    if (!at || isNaN(at.getTime())) return "";
+    return at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+  }
+
+  function addLog(event, level, text, cls) {
     var li = document.createElement("li");
-    var s = document.createElement("span");
-    s.className = "log-seq";
-    s.textContent = "#" + seq;
+    li.title = "event #" + event.seq;
+    var time = document.createElement("span");
+    time.className = "log-time";
+    time.textContent = clock(event.created_at);
+    var lvl = document.createElement("span");
+    lvl.className = "log-level log-level-" + level;
+    lvl.textContent = level;
     var t = document.createElement("span");
     if (cls) t.className = cls;
     t.textContent = text;
-    li.append(s, t);
+    li.append(time, lvl, t);
     el.log.prepend(li);
     while (el.log.children.length > MAX_LOG) el.log.lastChild.remove();
   }
@@ -217,6 +249,7 @@
 
   function onMetric(p) {
     if (typeof p.step === "number" && p.step > job.step) job.step = p.step;
+    if (!Object.keys(latestMetrics).length) renderEmptyNotes();
     if (typeof p.step_time === "number") {
       recentStepTimes.push(p.step_time);
       if (recentStepTimes.length > 20) recentStepTimes.shift();
@@ -233,19 +266,91 @@
     return abs !== 0 && (abs < 1e-3 || abs >= 1e5) ? value.toExponential(2) : value.toFixed(4);
   }
 
+  // As anneal.training.job_page.format_metric.
+  function formatValue(value, kind) {
+    if (typeof value !== "number") return String(value);
+    if (kind === "share") return (value * 100).toFixed(1) + "%";
+    if (kind === "seconds") return Math.abs(value) < 100 ? value.toFixed(2) + " s" : value.toFixed(0) + " s";
+    if (kind === "count") return Math.round(value).toLocaleString("en-US");
+    if (Number.isInteger(value) && Math.abs(value) < 1e6) return String(value);
+    var abs = Math.abs(value);
+    return abs < 1e-3 || abs >= 1e5 ? value.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2") : value.toFixed(4);
+  }
+
+  // The curated groups (data.metric_groups, as anneal.training.job_page.metric_groups reads them), then every
+  // raw key behind "Show all metrics".
+  var groupSpecs = (data.metric_groups || []).map(function (group) {
+    return { title: group.title, rows: group.rows.map(function (row) {
+      return Object.assign({ regex: row.pattern ? new RegExp(row.pattern) : null }, row);
+    }) };
+  });
+
+  function metricGroups(metrics) {
+    var placed = {}, keys = Object.keys(metrics).sort();
+    return groupSpecs.map(function (group) {
+      var rows = [];
+      group.rows.forEach(function (row) {
+        var found = row.regex ? keys.map(function (key) {
+          var match = row.regex.exec(key);
+          return match ? [key, row.label.replace("{}", match[1])] : null;
+        }).filter(Boolean) : (row.key in metrics ? [[row.key, row.label]] : []);
+        found.forEach(function (pair) {
+          if (placed[pair[0]]) return;
+          placed[pair[0]] = true;
+          rows.push({ key: pair[0], label: pair[1], value: formatValue(metrics[pair[0]], row.format) });
+        });
+      });
+      return { title: group.title, rows: rows };
+    }).filter(function (group) { return group.rows.length; });
+  }
+
+  function pair(term, value, title) {
+    var dt = document.createElement("dt");
+    dt.textContent = term;
+    if (title) dt.title = title;
+    var dd = document.createElement("dd");
+    dd.textContent = value;
+    return [dt, dd];
+  }
+
   function renderMetrics() {
-    var keys = Object.keys(latestMetrics).sort(function (a, b) {
-      return (a === "step" ? -1 : 0) - (b === "step" ? -1 : 0) || a.localeCompare(b);
+    var keys = Object.keys(latestMetrics).sort();
+    if (!keys.length) return;
+    var groups = document.createDocumentFragment();
+    metricGroups(latestMetrics).forEach(function (group) {
+      var head = document.createElement("h3");
+      head.className = "metric-group";
+      head.textContent = group.title;
+      var dl = document.createElement("dl");
+      dl.className = "metrics";
+      group.rows.forEach(function (row) { dl.append.apply(dl, pair(row.label, row.value, row.key)); });
+      groups.append(head, dl);
     });
-    var fragment = document.createDocumentFragment();
-    keys.forEach(function (key) {
-      var dt = document.createElement("dt");
-      dt.textContent = key;
-      var dd = document.createElement("dd");
-      dd.textContent = formatNumber(latestMetrics[key]);
-      fragment.append(dt, dd);
-    });
-    el.metrics.replaceChildren(fragment);
+    el.metricGroups.replaceChildren(groups);
+    var raw = document.createDocumentFragment();
+    keys.forEach(function (key) { raw.append.apply(raw, pair(key, formatValue(latestMetrics[key], "number"))); });
+    el.metrics.replaceChildren(raw);
+    el.metricsAllCount.textContent = keys.length;
+    el.metricsAll.hidden = false;
+    el.metricsEmpty.hidden = true;
+    if (typeof latestMetrics.step === "number") el.metricsStep.textContent = "at step " + latestMetrics.step;
+  }
+
+  // Why a chart or the metrics are still empty, in the job's state (as anneal.training.job_page says it).
+  function emptyMetricsText() {
+    if (job.state === "queued") return "No metrics yet: the job is queued.";
+    if (job.state === "paused" || job.state === "pausing") return "No metrics yet: the job is paused.";
+    if (job.state === "running") {
+      return hasRollouts ? "No metrics yet: step " + job.step + " is running; its metrics arrive when it ends."
+        : "No metrics yet: the model is loading; the first step's metrics arrive when it ends.";
+    }
+    return "No metrics: the job ended (" + job.state + ") before its first step finished.";
+  }
+
+  function renderEmptyNotes() {
+    var text = emptyMetricsText();
+    document.querySelectorAll('[data-empty="metrics"]').forEach(function (node) { node.textContent = text; });
+    if (!Object.keys(latestMetrics).length) el.metricsEmpty.textContent = text;
   }
 
   // ---- charts -----------------------------------------------------------------------------------------
@@ -316,11 +421,15 @@
   }
 
   var grid = { zeroline: false, gridcolor: "#eef0f3" };
+  // Steps run from 0 to the job's last: a chart with one point still reads as "early in the run".
+  function stepAxis(extra) {
+    return Object.assign({ range: [0, Math.max(1, job.maxSteps)] }, grid, extra || {});
+  }
   // Reward: the weighted total with a band of ± one standard deviation across the step's completions, and
   // one line per verifier ("rewards/<name>", or TRL's "rewards/<name>/mean"; their "/std" are skipped).
   var rewardChart = lineChart(
     el.chart,
-    { xaxis: Object.assign({ title: { text: "step" } }, grid), yaxis: Object.assign({ title: { text: "reward" } }, grid) },
+    { xaxis: stepAxis({ title: { text: "step" } }), yaxis: Object.assign({ title: { text: "reward" } }, grid) },
     function (key) {
       if (key === "reward") return { trace: { name: "reward (total)", mode: "lines+markers", line: { width: 3 }, marker: { size: 4 } } };
       if (key === "reward_low") return { trace: { name: "− std", line: { width: 0 }, showlegend: false, hoverinfo: "skip" } };
@@ -359,7 +468,7 @@
     if (!title || panels >= MAX_PANELS) return null;
     panels += 1;
     var n = panels === 1 ? "" : String(panels);
-    signalLayout["xaxis" + n] = Object.assign({}, grid);
+    signalLayout["xaxis" + n] = stepAxis();
     signalLayout["yaxis" + n] = Object.assign({}, grid);
     signalLayout.annotations.push({
       text: title, showarrow: false, xref: "x" + n + " domain", yref: "y" + n + " domain", x: 0, y: 1.12,
@@ -374,7 +483,7 @@
   var domainChart = lineChart(
     domainNode,
     {
-      xaxis: Object.assign({ title: { text: "step" } }, grid),
+      xaxis: stepAxis({ title: { text: "step" } }),
       yaxis: Object.assign({ title: { text: "share of prompts" }, range: [0, 1] }, grid),
     },
     function (key) {
@@ -386,6 +495,23 @@
     }
   );
 
+  // Held-out evaluation (gpu_jobs.evaluation): "eval/<domain>" and "eval/mean", scores in [0, 1]. Until the
+  // first evaluation the card says why it is empty (the server wrote when it runs, or that there is none).
+  var evalChart = lineChart(
+    $("eval-chart"),
+    {
+      xaxis: stepAxis({ title: { text: "step" } }),
+      yaxis: Object.assign({ title: { text: "score" }, range: [0, 1.05] }, grid),
+    },
+    function (key) {
+      if (key === "eval/mean") {
+        return { trace: { name: "all domains", mode: "lines+markers", line: { width: 3 }, marker: { size: 6 } } };
+      }
+      var domain = /^eval\/(.+)$/.exec(key);
+      return domain ? { trace: { name: "domain " + domain[1], mode: "lines+markers", line: { width: 1.6, dash: "dot" } } } : null;
+    }
+  );
+
   function addPoints(p) {
     var points = p;
     if (typeof p.reward === "number" && typeof p.reward_std === "number") {
@@ -394,12 +520,14 @@
     rewardChart.add(points);
     signalChart.add(p);
     domainChart.add(p);
+    evalChart.add(p);
   }
 
   function drawChart() {
     rewardChart.draw();
     signalChart.draw();
     domainChart.draw();
+    evalChart.draw();
   }
 
   // ---- rollouts ---------------------------------------------------------------------------------------
@@ -411,6 +539,9 @@
 
   function onRollout(p) {
     rolloutTotal += 1;
+    // A step's rollouts arrive before its metrics: the step they belong to is the one in progress.
+    if (typeof p.step === "number" && p.step > job.step) job.step = p.step;
+    if (!hasRollouts) { hasRollouts = true; renderEmptyNotes(); }
     held.push(p);
     if (held.length > MAX_HELD) held.shift();
     noteChoices(p);

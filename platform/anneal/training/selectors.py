@@ -55,6 +55,41 @@ def job_tampering_summary(*, job: Job) -> dict | None:
     return {"rollouts": rollouts, "alarm_steps": alarm_steps}
 
 
+LATEST_METRIC_EVENTS = 50
+
+
+def job_live_summary(*, job: Job) -> dict:
+    """What the job page paints first, from the same events its stream replays: the step in progress (the
+    latest metric's or rollout's: a step's rollouts arrive before its metrics), the latest value of each
+    metric (the newest metric events merged, and the latest evaluation), and whether any rollout is in."""
+    metrics: dict = {}
+    recent = list(
+        job.events.filter(kind=EventKind.METRIC)
+        .order_by("-seq")
+        .values_list("payload", flat=True)[:LATEST_METRIC_EVENTS]
+    )
+    evaluation = (
+        job.events.filter(kind=EventKind.METRIC, payload__has_key="eval/mean")
+        .order_by("-seq")
+        .values_list("payload", flat=True)
+        .first()
+    )
+    for payload in ([evaluation] if evaluation else []) + recent[::-1]:
+        metrics.update(payload)
+    rollout_step = (
+        job.events.filter(kind=EventKind.ROLLOUT)
+        .order_by("-seq")
+        .values_list("payload__step", flat=True)
+        .first()
+    )
+    steps = [job.step, metrics.get("step"), rollout_step]
+    return {
+        "step": max(step for step in steps if isinstance(step, int)),
+        "metrics": metrics,
+        "has_rollouts": rollout_step is not None,
+    }
+
+
 def metric_series(*, jobs: QuerySet[Job], key: str) -> dict[int, tuple[list[int], list[float]]]:
     """job id -> (steps, values) of one metric key, in step order, for the jobs given (already team-scoped)."""
     series: dict[int, tuple[list[int], list[float]]] = {

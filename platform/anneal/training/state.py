@@ -204,7 +204,7 @@ def attempt_events_record(
             updates["sandbox_seconds"] = F("sandbox_seconds") + verify
         if updates:
             Job.objects.filter(pk=job_id).update(**updates)
-        job_events_record(job_id=job_id, events=events)
+        job_events_record(job_id=job_id, events=_with_checkpoint_ids(job_id=job_id, events=events))
         for kind, p in events:
             if kind == "alarm" and (p.get("name") in pause_on or "all" in pause_on):
                 job_request(
@@ -213,6 +213,21 @@ def attempt_events_record(
                     reason=f"alarm {p.get('name')} at step {p.get('step')}: {p.get('message', '')}",
                 )
     return True
+
+
+def _with_checkpoint_ids(*, job_id: int, events: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """Checkpoint events with the id of the checkpoint row the store recorded before the engine reported it,
+    so the job page can offer Deploy for a checkpoint that arrives live."""
+    steps = [p["step"] for kind, p in events if kind == "checkpoint" and isinstance(p.get("step"), int)]
+    if not steps:
+        return events
+    ids = dict(Checkpoint.objects.filter(job_id=job_id, step__in=steps).values_list("step", "pk"))
+    return [
+        (kind, {**p, "checkpoint": ids[p["step"]]})
+        if kind == "checkpoint" and p.get("step") in ids
+        else (kind, p)
+        for kind, p in events
+    ]
 
 
 def checkpoint_record(*, job: Job, step: int, location: str, code_version: str) -> Checkpoint:

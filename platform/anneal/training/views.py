@@ -16,8 +16,15 @@ from anneal.errors import InputError
 from anneal.pages import check_write, form_show_errors, get_visible_or_404, writable_team
 from anneal.training.costs import job_estimate, job_spend
 from anneal.training.forms import LaunchForm
+from anneal.training.job_page import (
+    METRIC_GROUPS,
+    empty_evaluation_reason,
+    empty_metrics_reason,
+    format_metric,
+    metric_groups,
+)
 from anneal.training.models import TERMINAL_STATES, Job, JobState
-from anneal.training.selectors import job_rollouts, job_tampering_summary, queue_state
+from anneal.training.selectors import job_live_summary, job_rollouts, job_tampering_summary, queue_state
 from anneal.training.services import job_cancel, job_launch, job_retry
 from anneal.training.state import job_pause, job_resume
 
@@ -76,11 +83,15 @@ def job_detail(request, pk: int):
         request, Job.objects.select_related("dataset_version__dataset", "created_by", "retry_of"), pk
     )
     verifiers = list(job.job_verifiers.select_related("verifier_version__verifier").order_by("name"))
+    writer = can_write(request.user, job.team)
+    # The first paint comes from the events the stream replays, so the page agrees with itself at once.
+    live = job_live_summary(job=job)
+    raw_metrics = sorted((key, format_metric(value, "number")) for key, value in live["metrics"].items())
     # What job.js needs to start: it then replays every event from the database over the websocket.
     page_data = {
         "id": job.pk,
         "state": job.state,
-        "step": job.step,
+        "step": live["step"],
         "max_steps": job.max_steps,
         "error": job.error,
         "ws_path": f"/ws/jobs/{job.pk}/",
@@ -88,7 +99,12 @@ def job_detail(request, pk: int):
         "verifiers": [jv.name for jv in verifiers],
         # For "flag this rollout as a test case of a verifier"; writers only.
         "flag_verifiers": [{"id": jv.verifier_version.verifier_id, "name": jv.name} for jv in verifiers],
-        "can_write": can_write(request.user, job.team),
+        "can_write": writer,
+        "metric_groups": METRIC_GROUPS,
+        "has_rollouts": live["has_rollouts"],
+        "empty_evaluation": empty_evaluation_reason(spec=job.spec),
+        # A checkpoint that arrives live links to the deploy form with it chosen (writers only).
+        "deploy_url": reverse("deployment-new") + "?checkpoint=" if writer else "",
         "flag_url": f"/api/v1/jobs/{job.pk}/rollouts/",
         # Every rollout the job reported, filtered on the server (the live list holds only the newest).
         "rollouts_url": reverse("job-rollouts", args=[job.pk]),
@@ -102,8 +118,16 @@ def job_detail(request, pk: int):
         "verifiers": verifiers,
         "checkpoints": job.checkpoints.order_by("-step"),
         "tampering": job_tampering_summary(job=job),
-        "can_write": can_write(request.user, job.team),
+        "can_write": writer,
         "page_data": page_data,
+        "step": live["step"],
+        "metric_groups": metric_groups(live["metrics"]),
+        "live_metric_step": live["metrics"].get("step", ""),
+        "raw_metrics": raw_metrics,
+        "empty_metrics": empty_metrics_reason(
+            state=job.state, step=live["step"], has_rollouts=live["has_rollouts"]
+        ),
+        "empty_evaluation": page_data["empty_evaluation"],
         "settings": sorted((k, v) for k, v in job.spec.items() if k not in ("verifiers", "dataset_version")),
     }
     return render(request, "training/job_detail.html", context)
