@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 
 from gpu_jobs.agent.spec import validate_environment
+from gpu_jobs.curriculum import Stage, parse_curriculum
 from gpu_jobs.device import DEVICES
+from gpu_jobs.prompt_length import OVERFLOW_POLICIES
 
 # The loss formulations TRL 1.16's GRPOTrainer accepts with its default token-level importance sampling;
 # "luspo" also exists but needs importance_sampling_level="sequence", which these settings do not expose.
@@ -167,6 +169,35 @@ class TrainingSettings:
             "help": "Evaluate on eval_rows every this many steps; 0 only before training and at the end."
         },
     )
+    max_prompt_length: int = field(
+        default=0,
+        metadata={
+            "help": "Longest prompt, in the model's tokens, a row may have; longer rows follow overflow_policy, "
+            "the same in training, held-out evaluation and the deployment gate. 0: no limit but the model's "
+            "context window (the longest prompt plus max_completion_length must fit in it).",
+            "advanced": True,
+        },
+    )
+    overflow_policy: str = field(
+        default="refuse",
+        metadata={
+            "help": "Rows whose prompt is longer than max_prompt_length: refuse (the launch fails and says how "
+            "many), drop (left out and counted), truncate_left (keep the end), truncate_right (keep the "
+            "start) or truncate_middle (keep the start and the end).",
+            "choices": OVERFLOW_POLICIES,
+            "advanced": True,
+        },
+    )
+    length_curriculum: str = field(
+        default="",
+        metadata={
+            "help": "Train short prompts first: stages by longest prompt in tokens, shortest first, each with "
+            'when to move on: "512:steps=0.3, 2048:pass=0.6, 8192" (steps=share of max_steps, pass=pass '
+            "rate over the stage's last steps; both: whichever first; the last stage runs to the end). "
+            "Empty: off.",
+            "advanced": True,
+        },
+    )
     device: str = field(
         default="auto",
         metadata={
@@ -206,12 +237,12 @@ class TrainingSettings:
             ("max_completion_length", 1),
         ):
             check_int(self, name, low)
-        for name in ("save_steps", "rollouts_per_step", "seed", "eval_steps"):
+        for name in ("save_steps", "rollouts_per_step", "seed", "eval_steps", "max_prompt_length"):
             check_int(self, name, 0)
         check_number(self, "learning_rate", positive=True)
         check_number(self, "temperature", positive=True)
         check_number(self, "beta", positive=False)
-        for name in ("loss_type", "algorithm", "lr_scheduler_type"):
+        for name in ("loss_type", "algorithm", "lr_scheduler_type", "overflow_policy"):
             self._check_choice(name)
         for name in (
             "batch_size",
@@ -241,8 +272,28 @@ class TrainingSettings:
             'must be "all-linear" or module names separated by commas',
         )
         check(isinstance(self.adaptive_sampling, bool), "adaptive_sampling", "must be true or false")
+        self._check_length()
         self._check_choice("device")
         check(isinstance(self.use_vllm, bool), "use_vllm", f"must be true or false, got {self.use_vllm!r}")
+
+    def _check_length(self) -> None:
+        stages = parse_curriculum(self.length_curriculum)
+        object.__setattr__(self, "length_curriculum", ", ".join(_stage_text(stage) for stage in stages))
+        if self.environment is not None:
+            # An agent episode's context is its environment's to bound (context_tokens), turn by turn.
+            check(
+                not self.max_prompt_length and not stages,
+                "max_prompt_length" if self.max_prompt_length else "length_curriculum",
+                "agent jobs bound their context with environment.context_tokens; leave max_prompt_length at 0 "
+                "and length_curriculum empty",
+            )
+        if stages and self.max_prompt_length:
+            check(
+                stages[-2].max_length < self.max_prompt_length,
+                "length_curriculum",
+                f"stage {len(stages) - 1} already reaches {stages[-2].max_length} tokens, but "
+                f"max_prompt_length is {self.max_prompt_length}: the last stage would have no rows",
+            )
 
     def _check_choice(self, name: str) -> None:
         choices = _CHOICES[name]
@@ -278,6 +329,13 @@ class TrainingSettings:
     def field_help(cls) -> dict[str, str]:
         """Field name -> help text, for forms and the API schema."""
         return {f.name: f.metadata["help"] for f in fields(cls)}
+
+
+def _stage_text(stage: Stage) -> str:
+    rules = ([f"steps={stage.share:g}"] if stage.share is not None else []) + (
+        [f"pass={stage.pass_rate:g}"] if stage.pass_rate is not None else []
+    )
+    return ":".join([str(stage.max_length), *rules])
 
 
 SETTING_NAMES = tuple(f.name for f in fields(TrainingSettings))
