@@ -1,0 +1,1 @@
+"""The `anneal` command line: every command over the same client, each with --json for scripts."""
