@@ -19,6 +19,10 @@ from typing import Any
 DEVICES = ("auto", "cpu", "cuda")
 # vLLM reserves this share of GPU memory for its KV cache in colocate mode; the rest stays for training.
 VLLM_GPU_MEMORY_UTILIZATION = 0.3
+# What long prompts need from the colocated vLLM engine: a group's completions share their prompt, so its KV
+# cache is computed once and reused (prefix caching), and a prompt longer than the engine's token budget per
+# step (TRL sets max_num_batched_tokens=4096) is prefilled in chunks instead of refused (chunked prefill).
+VLLM_ENGINE_OPTIONS = {"enable_prefix_caching": True, "enable_chunked_prefill": True}
 
 
 class DeviceError(ValueError):
@@ -94,3 +98,27 @@ def device_args(*, device: str, use_vllm: bool, host: HostInfo) -> dict[str, Any
             vllm_gpu_memory_utilization=VLLM_GPU_MEMORY_UTILIZATION,
         )
     return args
+
+
+def install_vllm_engine_options(module: Any = None, options: dict[str, Any] | None = None) -> bool:
+    """Make TRL's colocated vLLM engine start with ``VLLM_ENGINE_OPTIONS`` (``options``), which TRL 1.16 does
+    not expose: its ``LLM`` name in ``trl.generation.vllm_generation`` (``module``) becomes a factory that adds
+    them to the keywords TRL passes. Returns False where vLLM is not installed (nothing to change); calling it
+    twice changes nothing more. Options TRL itself passes are left as TRL sets them."""
+    if module is None:
+        import trl.generation.vllm_generation as module
+    engine = getattr(module, "LLM", None)
+    if engine is None:
+        return False
+    if getattr(engine, "anneal_engine_options", None) is not None:
+        return True
+    wanted = dict(VLLM_ENGINE_OPTIONS if options is None else options)
+
+    def engine_with_options(*args: Any, **kwargs: Any) -> Any:
+        for name, value in wanted.items():
+            kwargs.setdefault(name, value)
+        return engine(*args, **kwargs)
+
+    engine_with_options.anneal_engine_options = wanted  # type: ignore[attr-defined]
+    module.LLM = engine_with_options
+    return True

@@ -32,10 +32,12 @@ from gpu_jobs.agent.training import agent_rollouts
 from gpu_jobs.alarms import AlarmWatch, ForgettingWatch, TamperingLog
 from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.control import JobControl, NoControl, control_callback, latest_checkpoint
-from gpu_jobs.device import HostInfo, device_args
+from gpu_jobs.device import HostInfo, device_args, install_vllm_engine_options
 from gpu_jobs.domains import DomainScorer, is_scored, row_domain
 from gpu_jobs.evaluation import evaluate
+from gpu_jobs.lengths import JobLengths, prepare_lengths
 from gpu_jobs.model_store import resolve_model
+from gpu_jobs.prompt_length import codec_from_folder, codec_from_tokenizer
 from gpu_jobs.rewards import ScoreResult, build_scorer
 from gpu_jobs.rewards.base import TAMPERING_PART, BatchScorer, is_tampering, tampering_what
 from gpu_jobs.sampler import DomainWeights, group_signal, prepare_sampling
@@ -43,6 +45,7 @@ from gpu_jobs.sink import CheckpointStore, EventSink
 from gpu_jobs.trainers import algorithm_classes, lora_config, save_model
 
 if TYPE_CHECKING:
+    from gpu_jobs.curriculum import LengthCurriculum
     from gpu_jobs.rewards.outbound import Outbound
     from sandboxes.client import SandboxClient
 
@@ -77,8 +80,19 @@ def main(
     set_seed(config.seed)
     # The web side checked the name against the store and the hub setting at launch.
     model_dir = resolve_model(config.model, store=Path(config.model_store), allow_hub=True)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    # Rows fitted to max_prompt_length (as in evaluation and the deploy gate), the window checked, the length
+    # curriculum set up (gpu_jobs.lengths): config.rows are the fitted rows from here on.
+    lengths = prepare_lengths(
+        config,
+        codec=codec_from_folder(Path(model_dir)) or codec_from_tokenizer(tokenizer),
+        model_dir=str(model_dir),
+        sink=sink,
+    )
+    config = lengths.config
     trainer_config, trainer_class, algorithm_args = algorithm_classes(config, overlap=overlap_rewards)
     recorder = RolloutRecorder(config=config, sink=sink)
+    recorder.curriculum = lengths.curriculum
     # Each verifier scores only the rows of its domains (every row when it names none).
     scorers: dict[str, BatchScorer] = {
         verifier["name"]: DomainScorer(
@@ -100,6 +114,10 @@ def main(
         # A supervised warm-up on scripted traces first, when the environment asks for one.
         start_dir = agent.start_model(Path(model_dir), resume=resume)
     output_dir = Path(config.output_dir)
+    placement = device_args(device=config.device, use_vllm=config.use_vllm, host=HostInfo.detect())
+    if placement["use_vllm"]:
+        # Prefix caching and chunked prefill in the colocated engine, for long prompts (gpu_jobs.device).
+        install_vllm_engine_options()
     args = trainer_config(
         output_dir=str(output_dir / "trainer"),
         max_steps=config.max_steps,
@@ -125,7 +143,7 @@ def main(
         save_steps=config.save_steps if config.save_steps > 0 else 500,
         save_total_limit=1,
         # CPU: float32, no checkpointing; CUDA: bf16, gradient checkpointing, vLLM colocate (gpu_jobs.device).
-        **device_args(device=config.device, use_vllm=config.use_vllm, host=HostInfo.detect()),
+        **placement,
         report_to="none",
         disable_tqdm=True,
         dataloader_num_workers=0,
@@ -138,6 +156,7 @@ def main(
         scorers=scorers,
         step_metrics=recorder.step_metrics,
         tampering=recorder.tampering,
+        lengths=lengths,
     )
     stopper = control_callback(control or NoControl())
     trainer = trainer_class(
@@ -146,14 +165,21 @@ def main(
         reward_funcs=reward_funcs,
         args=args,
         train_dataset=dataset,
-        processing_class=AutoTokenizer.from_pretrained(model_dir),
+        processing_class=tokenizer,
         callbacks=[reporter, stopper],
         **({"rollout_func": agent.rollout_func} if agent is not None else {}),
     )
     # The sink is the job's record; the printer would only repeat each log line on stdout.
     trainer.remove_callback(PrinterCallback)
     # Multi-domain jobs draw prompts by domain weight (and profiled ones in an easy-to-hard order).
-    recorder.domain_weights = prepare_sampling(trainer, config=config, scorers=scorers, sink=sink)
+    recorder.domain_weights = prepare_sampling(
+        trainer,
+        config=config,
+        scorers=scorers,
+        sink=sink,
+        curriculum=lengths.curriculum,
+        row_stages=lengths.row_stages,
+    )
     started = time.perf_counter()
     # resume: go on from the newest complete trainer checkpoint a stopped or killed run left (gpu_jobs.control).
     found = latest_checkpoint(Path(args.output_dir)) if resume else None
@@ -195,6 +221,8 @@ class RolloutRecorder:
         self.group_size = config.num_generations
         # Set by main when the domain sampler is in use: told which domains' groups gave a learning signal.
         self.domain_weights: DomainWeights | None = None
+        # Set by main when the job has a length curriculum: told each step's pass rate, it moves the stage on.
+        self.curriculum: LengthCurriculum | None = None
         self.emitted: dict[int, int] = defaultdict(int)
         # Metrics TRL does not compute, per step, merged into that step's metric event by the callback.
         self.step_metrics: dict[int, dict[str, float]] = defaultdict(dict)
@@ -248,11 +276,29 @@ class RolloutRecorder:
                 group_signal([row_domain(r) for r in rows], self._passed(rows), self.group_size)
             )
             self.step_metrics[step].update(self.domain_weights.metrics())
+        if self.curriculum is not None:
+            self._curriculum_step(step)
         tried = self._tampering(len(rows))
         self.step_metrics[step].update(self.tampering.record(step, tried))
         self._emit(
             step=step, rows=rows, indices=kwargs[ROW_INDEX_COLUMN], prompts=prompts, texts=texts, tried=tried
         )
+
+    def _curriculum_step(self, step: int) -> None:
+        """The step's stage in its metrics; a log event with the transition when the stage ends."""
+        assert self.curriculum is not None
+        self.step_metrics[step]["curriculum/stage"] = float(self.curriculum.current + 1)
+        moved = self.curriculum.observe(step=step, pass_rate=self.step_metrics[step].get("pass_rate", 0.0))
+        if moved is not None:
+            self.sink.emit(
+                "log",
+                {
+                    "message": f"length curriculum: stage {moved['from_stage']} ended after step {step} "
+                    f"({moved['reason']}); stage {moved['stage']} of {moved['stages']} (prompts up to "
+                    f"{moved['max_length']} tokens) starts",
+                    "curriculum": moved,
+                },
+            )
 
     def _tampering(self, count: int) -> list[str | None]:
         """Per completion: what it tried against a verifier that runs code ("" if nothing, None if no such
@@ -370,8 +416,10 @@ class ReportingCallback(TrainerCallback):
         scorers: dict[str, BatchScorer],
         step_metrics: dict[int, dict[str, float]],
         tampering: TamperingLog | None = None,
+        lengths: JobLengths | None = None,
     ) -> None:
         self.config = config
+        self.lengths = lengths
         self.step_metrics = step_metrics
         self.scorers = scorers
         self.last_eval_step: int | None = None
@@ -451,6 +499,9 @@ class ReportingCallback(TrainerCallback):
             scorers=self.scorers,
             weights={v["name"]: float(v["weight"]) for v in self.config.verifiers},
             max_new_tokens=self.config.max_completion_length,
+            # Scores per prompt-length bucket too (eval_length/<bound>/<domain>), when the rows have lengths.
+            lengths=self.lengths.eval_lengths if self.lengths and self.lengths.eval_bounds else None,
+            bounds=self.lengths.eval_bounds if self.lengths else None,
         )
         model.train(was_training)
         self.last_eval_step = step

@@ -10,7 +10,9 @@ has improved elsewhere).
 ``DomainSampler`` is the torch ``Sampler`` handed to TRL in place of its ``RepeatSampler``: it yields the
 same layout (each prompt index ``mini_repeat_count`` times in a row, each batch ``repeat_count`` times), but
 picks each prompt's domain by the current weights and draws rows within a domain without replacement, in a
-seeded order (or in the order given, for difficulty profiling's easy-to-hard curriculum).
+seeded order (or in the order given, for difficulty profiling's easy-to-hard curriculum). With a length
+curriculum (gpu_jobs.curriculum) it draws only from the rows of the stage the job is in when the batch is
+drawn: the stage moves on after a step, so the next batch drawn is of the next stage's lengths.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from torch.utils.data import Sampler
 
 from gpu_jobs.config import GRPOJobConfig
+from gpu_jobs.curriculum import LengthCurriculum
 from gpu_jobs.domains import domain_counts, row_domain
 from gpu_jobs.sink import EventSink
 
@@ -107,6 +110,8 @@ class DomainSampler(Sampler[int]):
     ``order``: row indices to draw from, in the order wanted (a curriculum); None: every row, shuffled per
     domain with ``seed`` and reshuffled each pass. One pass over the sampler is ``len(order) // batch_size``
     batches (at least one), like an epoch of TRL's own sampler.
+    ``row_stages`` (each row's length-curriculum stage) with ``curriculum``: only rows of the current stage
+    are drawn, each domain's from its own queue per stage.
     """
 
     def __init__(
@@ -119,36 +124,53 @@ class DomainSampler(Sampler[int]):
         repeat_count: int = 1,
         seed: int = 0,
         order: Sequence[int] | None = None,
+        row_stages: Sequence[int] | None = None,
+        curriculum: LengthCurriculum | None = None,
     ) -> None:
         self.weights = weights
+        self.curriculum = curriculum if row_stages is not None else None
+        self.row_stages = row_stages
         self.batch_size = batch_size
         self.mini_repeat_count = mini_repeat_count
         self.repeat_count = repeat_count
         self.rng = random.Random(seed)
-        self.curriculum = order is not None
+        self.ordered = order is not None
         indices = list(range(len(rows))) if order is None else list(order)
-        self.pools: dict[str, list[int]] = defaultdict(list)
+        # Rows per (length stage, domain); stage 0 for every row without a length curriculum.
+        self.pools: dict[tuple[int, str], list[int]] = defaultdict(list)
         for index in indices:
-            self.pools[row_domain(rows[index])].append(index)
-        self.cursor = dict.fromkeys(self.pools, 0)
-        self.queues: dict[str, list[int]] = {domain: [] for domain in self.pools}
+            stage = row_stages[index] if self.curriculum is not None and row_stages is not None else 0
+            self.pools[(stage, row_domain(rows[index]))].append(index)
+        self.queues: dict[tuple[int, str], list[int]] = {key: [] for key in self.pools}
         self.batches = max(1, len(indices) // batch_size)
 
     def __len__(self) -> int:
         return self.batches * self.batch_size * self.mini_repeat_count * self.repeat_count
 
+    def _stage(self) -> int:
+        if self.curriculum is None:
+            return 0
+        present = sorted({stage for stage, _ in self.pools})
+        wanted = self.curriculum.current
+        # Difficulty profiling may have left a stage without rows: train on the nearest shorter one then.
+        shorter = [stage for stage in present if stage <= wanted]
+        return shorter[-1] if shorter else present[0]
+
     def _domains_for_batch(self) -> list[str]:
-        names = [d for d in self.pools if self.weights.current.get(d, 0.0) > 0]
+        stage = self._stage()
+        here = [domain for (s, domain) in self.pools if s == stage]
+        names = [d for d in here if self.weights.current.get(d, 0.0) > 0]
         if not names:
-            names = list(self.pools)
+            names = here
         chances = [self.weights.current.get(d, 0.0) or 1.0 for d in names]
         return self.rng.choices(names, weights=chances, k=self.batch_size)
 
     def _next_row(self, domain: str) -> int:
-        queue = self.queues[domain]
+        key = (self._stage(), domain)
+        queue = self.queues[key]
         if not queue:
-            queue.extend(self.pools[domain])
-            if not self.curriculum:
+            queue.extend(self.pools[key])
+            if not self.ordered:
                 self.rng.shuffle(queue)
         return queue.pop(0)
 
@@ -184,13 +206,20 @@ def attach_sampler(trainer: Any, sampler: DomainSampler) -> None:
 
 
 def prepare_sampling(
-    trainer: Any, *, config: GRPOJobConfig, scorers: dict[str, Any], sink: EventSink
+    trainer: Any,
+    *,
+    config: GRPOJobConfig,
+    scorers: dict[str, Any],
+    sink: EventSink,
+    curriculum: LengthCurriculum | None = None,
+    row_stages: Sequence[int] | None = None,
 ) -> DomainWeights | None:
     """Install the domain sampler on ``trainer`` when the job needs one (several domains, set domain
-    weights, or difficulty profiling), profiling the base model first when ``config.profile_k`` is set.
-    Returns the weights the reward functions report to, or None when TRL's own sampler is kept."""
+    weights, difficulty profiling, or a length curriculum with ``row_stages``), profiling the base model
+    first when ``config.profile_k`` is set. Returns the weights the reward functions report to, or None when
+    TRL's own sampler is kept."""
     counts = domain_counts(config.rows)
-    if len(counts) < 2 and not config.domain_weights and not config.profile_k:
+    if len(counts) < 2 and not config.domain_weights and not config.profile_k and curriculum is None:
         return None
     base = {domain: float(config.domain_weights.get(domain, 0.0)) for domain in counts}
     if not config.domain_weights:
@@ -219,6 +248,8 @@ def prepare_sampling(
         repeat_count=args.num_iterations * args.steps_per_generation,
         seed=config.seed,
         order=order,
+        row_stages=row_stages,
+        curriculum=curriculum,
     )
     attach_sampler(trainer, sampler)
     sink.emit(

@@ -3,8 +3,9 @@
 Scores the deployment's checkpoint and its job's base model with greedy completions (gpu_jobs.evaluation) on
 two sets and writes {"scores": [{"set", "domain", "base", "candidate", "rows"}], "note"} to OUT_JSON:
 
-- "held-out": the job's evaluation rows (its eval_dataset_version, at most ANNEAL_GATE_MAX_ROWS), scored by
-  the job's own verifiers and weights, per domain;
+- "held-out": the job's evaluation rows (its eval_dataset_version, at most ANNEAL_GATE_MAX_ROWS), fitted to
+  the job's max_prompt_length by its overflow_policy exactly as in training (gpu_jobs.prompt_length), scored
+  by the job's own verifiers and weights, per domain;
 - "general": a fixed regression set both models are asked, the same for every deployment (held-out
   two-digit sums, scored numerically), so a checkpoint that forgot what its base model could do is caught
   even when its job had no evaluation set.
@@ -26,14 +27,17 @@ from anneal.datasets.ingest import read_rows
 from anneal.datasets.models import DatasetVersion
 from anneal.deployments.models import Deployment
 from gpu_jobs.addition import addition_rows
-from gpu_jobs.tiny_model import ensure_tiny_model
+from gpu_jobs.model_store import resolve_model
+from gpu_jobs.prompt_length import codec_from_folder, codec_from_tokenizer, fit_rows
 
 GENERAL_ROWS = 48
 GENERAL_SPEC = {"type": "numeric"}
 
 
 def base_model_dir(spec_model: str) -> Path:
-    return ensure_tiny_model(settings.MODEL_STORE) if spec_model == "tiny" else Path(spec_model)
+    """The job's base model as the store holds it (built-in models are built or imported if missing)."""
+    # The launch checked the name against the store and the hub setting.
+    return Path(resolve_model(spec_model, store=settings.MODEL_STORE, allow_hub=True))
 
 
 def gate_inputs(deployment: Deployment) -> dict:
@@ -58,9 +62,23 @@ def gate_inputs(deployment: Deployment) -> dict:
         "verifiers": verifiers,
         "general": addition_rows(n=GENERAL_ROWS, seed=7, split="test"),
         "max_new_tokens": int(job.spec.get("max_completion_length", 8)),
+        "max_prompt_length": int(job.spec.get("max_prompt_length") or 0),
+        "overflow_policy": str(job.spec.get("overflow_policy") or "refuse"),
         "team": str(job.team_id),
         "note": note,
     }
+
+
+def fitted_held_out(inputs: dict, *, model_dir: str, tokenizer) -> list[dict]:
+    """The held-out rows as the model saw them in training: fitted to the job's max_prompt_length by its
+    overflow_policy with the same function and the same token count (gpu_jobs.prompt_length)."""
+    return fit_rows(
+        inputs["held_out"],
+        codec=codec_from_folder(Path(model_dir)) or codec_from_tokenizer(tokenizer),
+        max_length=inputs.get("max_prompt_length", 0),
+        policy=inputs.get("overflow_policy", "refuse"),
+        what="held-out rows",
+    ).rows
 
 
 def evaluate_model(model_dir: str, inputs: dict, sandbox, outbound=None) -> dict[tuple[str, str], float]:
@@ -85,7 +103,7 @@ def evaluate_model(model_dir: str, inputs: dict, sandbox, outbound=None) -> dict
         result = evaluate(
             model=model,
             tokenizer=tokenizer,
-            rows=inputs["held_out"],
+            rows=fitted_held_out(inputs, model_dir=model_dir, tokenizer=tokenizer),
             scorers=scorers,
             weights=weights,
             max_new_tokens=inputs["max_new_tokens"],
