@@ -15,6 +15,7 @@ from functools import cached_property
 from anneal import jsontext
 from anneal.datasets.readers import FileRefused, RowError
 from anneal.errors import NUL_MESSAGE, holds_nul
+from gpu_jobs.rewards.python_tests import as_tests
 
 ROLES = ("prompt", "answer", "tests", "domain", "difficulty")
 PROMPT_FORMATS = ("auto", "text", "chat")
@@ -154,6 +155,15 @@ def canonical_row(record: dict, *, mapping: Mapping, row: int) -> tuple[dict | N
             errors.append(RowError(row, column, problem))
         elif value is not None:
             out[role] = value
+    # Judged only when neither the answer nor the tests already has an error of its own.
+    answer_judged = mapping.answer and all(
+        error.field not in (mapping.answer, mapping.tests) for error in errors
+    )
+    if answer_judged and not (out.get("answer") or "").strip() and not out.get("tests"):
+        # An empty reference trains the model toward saying nothing (exact_match scores "" against it); a
+        # row checked by its own tests (code in a mixed dataset) needs none.
+        also = " (or tests)" if mapping.tests else ""
+        errors.append(RowError(row, mapping.answer, f"answer is empty: give the reference answer{also}"))
     if errors:
         return None, errors
     mapped_columns = mapping.mapped_columns
@@ -218,31 +228,57 @@ def _check_messages(messages: list) -> tuple[object, str]:
         if not isinstance(content, str):
             return None, f"message {index + 1} content must be text, got {type(content).__name__}"
         clean.append({"role": role, "content": content})
+    if not any(message["content"].strip() for message in clean):
+        return None, "prompt is empty: every message's content is empty"
     return clean, ""
 
 
 def _check_answer(value: object, mapping: Mapping) -> tuple[object, str]:
     value = _number_as_text(value)
     if value is None:
-        return None, "answer is empty (null)"
+        return None, ""  # empty (null): judged with the row's tests in canonical_row
     if not isinstance(value, str):
         return None, f"answer must be text or a number, got {type(value).__name__}"
-    return value, ""
+    return value, ""  # an empty one is judged with the row's tests in canonical_row
 
 
 def _check_tests(value: object, mapping: Mapping) -> tuple[object, str]:
-    if isinstance(value, str) and value.lstrip().startswith("["):
+    """Assert scripts (text, or a list of them) or the JSON test forms python_tests runs ({stdin, stdout},
+    {call, args, expected}, APPS {inputs, outputs}), as values or as JSON text (a CSV cell). Each must parse
+    here: a test that cannot parse would score every completion 0 during training, with no hint why."""
+    if isinstance(value, str) and value.lstrip().startswith(("[", "{")):
         try:
-            parsed = jsontext.loads(value)
-        except json.JSONDecodeError:
-            parsed = None
-        if isinstance(parsed, list) and all(isinstance(t, str) for t in parsed):
-            value = parsed
+            value = jsontext.loads(value)
+        except json.JSONDecodeError as exc:
+            if _python_problem(value):  # not JSON, and not a script either
+                return None, f"tests look like JSON but are not valid JSON: {exc.msg} (line {exc.lineno})"
     if isinstance(value, str):
-        return ([value] if value.strip() else []), ""
-    if isinstance(value, list) and all(isinstance(t, str) for t in value):
-        return value, ""
-    return None, f"tests must be text or a list of text, got {type(value).__name__}"
+        if not value.strip():
+            return [], ""  # no tests for this row (a mixed dataset's rows without code)
+        value = [value]
+    if isinstance(value, list) and not value:
+        return [], ""
+    if not isinstance(value, list | dict):
+        return None, f"tests must be text, a list of tests or an object, got {type(value).__name__}"
+    tests, problem = as_tests(value)
+    if problem:
+        return None, f"tests: {problem}"
+    for number, test in enumerate(tests, start=1):
+        if test["kind"] == "assert" and (problem := _python_problem(test["source"])):
+            where = f"test {number}" if len(tests) > 1 else "the test"
+            return None, f"tests: {where} is not valid Python: {problem}"
+    return value, ""
+
+
+def _python_problem(source: str) -> str:
+    """Why ``source`` does not compile ("" when it does). Compiling runs nothing."""
+    try:
+        compile(source, "<test>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return f"{exc.msg} (line {exc.lineno})"
+    except (ValueError, MemoryError, RecursionError) as exc:  # NUL bytes, absurd nesting
+        return str(exc) or type(exc).__name__
+    return ""
 
 
 def _check_domain(value: object, mapping: Mapping) -> tuple[object, str]:
