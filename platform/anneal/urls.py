@@ -45,6 +45,7 @@ api_v1 = [
     path("datasets/packs/agent", datasets_api.AgentPackCreateApi.as_view(), name="agent-pack-create"),
     path("verifiers", verifiers_api.VerifierListApi.as_view(), name="verifier-list"),
     path("verifiers/preview", verifiers_api.VerifierPreviewApi.as_view(), name="verifier-preview"),
+    path("verifiers/import", verifiers_api.VerifierImportApi.as_view(), name="verifier-import"),
     path("verifiers/validate", verifiers_api.VerifierValidateApi.as_view(), name="verifier-validate"),
     path("verifiers/types", verifiers_api.VerifierTypesApi.as_view(), name="verifier-types"),
     path("verifiers/<int:pk>/clone", verifiers_api.VerifierCloneApi.as_view(), name="verifier-clone"),

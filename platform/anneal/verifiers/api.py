@@ -8,6 +8,7 @@ from anneal.accounts.scope import acting_team
 from anneal.api_base import TeamScopedView
 from anneal.errors import InputError
 from anneal.verifiers.models import Verifier, VerifierVersion
+from anneal.verifiers.openai_import import verifier_import_openai
 from anneal.verifiers.outbound import judge_spec_check
 from anneal.verifiers.preview import PREVIEW_EXAMPLE, verifier_preview
 from anneal.verifiers.selectors import verifier_type_catalogue, verifier_version_diff
@@ -302,3 +303,63 @@ class VerifierTestCasesApi(TeamScopedView):
         verifier = self.get_scoped(Verifier.objects.all(), pk)
         results = verifier_test_cases_run(version=verifier.latest_version)
         return Response(self.Output(results, many=True).data)
+
+
+class VerifierImportInput(serializers.Serializer):
+    grader = serializers.JSONField(
+        help_text="An OpenAI fine-tuning grader: string_check, text_similarity, score_model, python or multi."
+    )
+    name = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, help_text="Default: the grader's name."
+    )
+    judge_endpoint = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="For a score_model whose model is not a team deployment: an allowed OpenAI-compatible "
+        "endpoint (https://host/v1) that serves it.",
+    )
+    judge_api_key_secret = serializers.CharField(
+        required=False, allow_blank=True, help_text="The team secret holding judge_endpoint's key."
+    )
+
+
+class VerifierImportOutput(VerifierOutput):
+    notes = serializers.ListField(
+        child=serializers.CharField(), help_text="What was carried over differently, by grader path."
+    )
+
+    class Meta(VerifierOutput.Meta):
+        fields = [*VerifierOutput.Meta.fields, "notes"]
+
+
+class VerifierImportApi(TeamScopedView):
+    Input = VerifierImportInput
+
+    @extend_schema(
+        request=Input,
+        responses={201: VerifierImportOutput},
+        examples=[
+            OpenApiExample(
+                "string_check",
+                value={
+                    "grader": {
+                        "type": "string_check",
+                        "name": "exact answer",
+                        "input": "{{sample.output_text}}",
+                        "reference": "{{item.reference_answer}}",
+                        "operation": "eq",
+                    }
+                },
+                request_only=True,
+            )
+        ],
+        description="Create a verifier from an OpenAI reinforcement fine-tuning grader (docs/openai-graders.md "
+        "maps each field). What cannot be carried over is answered 400 naming its path (`grader.<path>`).",
+    )
+    def post(self, request):
+        team = self.writable_team()
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        imported = verifier_import_openai(team=team, user=request.user, **data.validated_data)
+        body = {**VerifierOutput(imported.verifier).data, "notes": imported.notes}
+        return Response(body, status=status.HTTP_201_CREATED)
