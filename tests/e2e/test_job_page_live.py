@@ -1,7 +1,11 @@
 """A real browser (Debian's chromium through Playwright) signs in and watches a running job's page update
-over the websocket: the progress, the reward chart and the rollout list, then the final state."""
+over the websocket: the progress, the reward chart and the rollout list, then the final state. The page
+tells the truth live: the step counter and the metrics advance without a reload, a checkpoint that arrives
+gets its Deploy link, metrics read in curated groups (the raw keys folded away), logs read as lines, and no
+server path shows."""
 
 import json
+import re
 import shutil
 import time
 
@@ -45,6 +49,7 @@ def launched_job(stack):
                 "num_generations": 4,
                 "prompts_per_step": 4,
                 "max_completion_length": 4,
+                "save_steps": 10,  # checkpoints at steps 10, 20 and 25 arrive while the page watches
             },
         },
     ).json()
@@ -65,12 +70,53 @@ def test_job_page_receives_live_updates(stack, launched_job):
         page.click("button[type=submit]")
         page.wait_for_url(f"{stack.base_url}/")
 
-        page.goto(f"{stack.base_url}/jobs/{launched_job['id']}/")
+        first_paint = page.goto(f"{stack.base_url}/jobs/{launched_job['id']}/").text()
+        painted_checkpoints = set(re.findall(r'<li data-step="(\d+)"', first_paint))
         expect(page.locator("#conn-text")).to_have_text("live", timeout=30_000)
+        painted_step = int(re.search(r'id="progress-text">step (\d+) / 25<', first_paint)[1])
+        assert painted_step < 25, "the job ended before the page could watch it"
         expect(page.locator("#rollouts li").first).to_be_visible(timeout=180_000)
+        # The counter moves with the stream, never behind the rollouts on the page beside it.
+        page.wait_for_function(
+            """(painted) => {
+              const step = Number(/step (\\d+)/.exec(document.getElementById("progress-text").textContent)[1]);
+              const metrics = /at step (\\d+)/.exec(document.getElementById("metrics-step").textContent);
+              const rollouts = [...document.querySelectorAll("#rollouts .rollout-step")]
+                .map((node) => Number(node.textContent.replace("step ", "")));
+              return step > painted && metrics && rollouts.every((r) => r <= step);
+            }""",
+            arg=painted_step,
+            timeout=180_000,
+        )
+        expect(page.locator("#metrics-empty")).to_be_hidden()
         expect(page.locator("#reward-chart .main-svg").first).to_be_attached(timeout=30_000)
         expect(page.locator("#job-state")).to_have_text("succeeded", timeout=180_000)
         expect(page.locator("#progress-text")).to_have_text("step 25 / 25")
+        expect(page.locator("#metrics-step")).to_have_text("at step 25")
+
+        # A checkpoint that arrived while the page watched has its Deploy link, with the checkpoint chosen.
+        expect(page.locator("#checkpoints li")).to_have_count(3)
+        live_step = next(s for s in ("25", "20", "10") if s not in painted_checkpoints)
+        deploy = page.locator(f'#checkpoints li[data-step="{live_step}"] a', has_text="Deploy")
+        expect(deploy).to_have_attribute("href", re.compile(r"/deployments/new/\?checkpoint=\d+$"))
+        expect(page.locator("#checkpoints")).not_to_contain_text("job-")
+
+        # Metrics in curated groups, in words; the trainer's raw keys only behind "Show all metrics".
+        metrics_card = page.locator("#metrics-card")
+        expect(metrics_card).to_contain_text("mean reward")
+        expect(metrics_card).to_contain_text("Pass rate")
+        assert "/" not in page.locator("#metric-groups").inner_text()
+        expect(page.locator("#metrics")).to_be_hidden()
+        page.locator("#metrics-all summary").click()
+        expect(page.locator("#metrics")).to_contain_text("rewards/exact")
+
+        # Logs read as lines (time, level, message), with no Python dict reprs; no server path anywhere.
+        log = page.locator("#log").inner_text()
+        assert "training finished: 25 steps" in log and "{'" not in log, log
+        expect(page.locator("#log li").first).to_contain_text(
+            re.compile(r"^\d\d:\d\d:\d\d\s*(info|warning|error)")
+        )
+        assert str(stack.workdir) not in page.content()
         # Its groups give no learning signal (see ROWS): the page shows the alarm the trainer raised.
         expect(page.locator("#job-alarms")).to_be_visible()
         expect(page.locator("#alarm-list")).to_contain_text("no_signal")
@@ -101,6 +147,7 @@ def test_job_page_receives_live_updates(stack, launched_job):
         page.screenshot(path=str(stack.workdir / "dashboards.png"), full_page=True)
         browser.close()
 
+    assert not [f for f in frames if str(stack.workdir) in f], "a server path went out on the websocket"
     events = [json.loads(f) for f in frames if f.startswith("{")]
     live = [event for frame in events if frame.get("type") == "events" for event in frame["events"]]
     seqs = [e["seq"] for e in live]

@@ -429,7 +429,11 @@
   // one line per verifier ("rewards/<name>", or TRL's "rewards/<name>/mean"; their "/std" are skipped).
   var rewardChart = lineChart(
     el.chart,
-    { xaxis: stepAxis({ title: { text: "step" } }), yaxis: Object.assign({ title: { text: "reward" } }, grid) },
+    {
+      xaxis: stepAxis({ title: { text: "step" } }),
+      // 0 to 1 at least (a verifier's score), wider only when the rewards are: a flat 0 is not "-1 to 1".
+      yaxis: Object.assign({ title: { text: "reward" }, autorangeoptions: { include: [0, 1] } }, grid),
+    },
     function (key) {
       if (key === "reward") return { trace: { name: "reward (total)", mode: "lines+markers", line: { width: 3 }, marker: { size: 4 } } };
       if (key === "reward_low") return { trace: { name: "− std", line: { width: 0 }, showlegend: false, hoverinfo: "skip" } };
@@ -469,7 +473,10 @@
     panels += 1;
     var n = panels === 1 ? "" : String(panels);
     signalLayout["xaxis" + n] = stepAxis();
-    signalLayout["yaxis" + n] = Object.assign({}, grid);
+    // Shares read from 0 to 1; every other signal (lengths, times, KL, entropy, norms) is never negative.
+    var share = /^pass_rate|^frac_reward_zero_std$|^tampering$/.test(key);
+    signalLayout["yaxis" + n] = Object.assign({}, grid, share ? { range: [0, 1.05] }
+      : { rangemode: "tozero", autorangeoptions: { minallowed: 0 } });
     signalLayout.annotations.push({
       text: title, showarrow: false, xref: "x" + n + " domain", yref: "y" + n + " domain", x: 0, y: 1.12,
       xanchor: "left", font: { size: 11, color: "#5b6473" },

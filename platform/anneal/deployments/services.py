@@ -68,7 +68,9 @@ def deployment_create(
         raise InputError(f"no checkpoint with id {checkpoint_id} in team '{team.name}'", field="checkpoint")
     if not Path(checkpoint.location).is_dir():
         raise InputError(
-            f"the checkpoint's files are gone ({checkpoint.location}): it cannot be served",
+            # Named by job and step: the server path is the platform's business (the admin shows it).
+            f"the files of checkpoint step {checkpoint.step} of job #{checkpoint.job_id} are gone: "
+            "it cannot be served; deploy another checkpoint of the job",
             field="checkpoint",
         )
     if not (name or "").strip():

@@ -102,7 +102,6 @@ def job_detail(request, pk: int):
         "can_write": writer,
         "metric_groups": METRIC_GROUPS,
         "has_rollouts": live["has_rollouts"],
-        "empty_evaluation": empty_evaluation_reason(spec=job.spec),
         # A checkpoint that arrives live links to the deploy form with it chosen (writers only).
         "deploy_url": reverse("deployment-new") + "?checkpoint=" if writer else "",
         "flag_url": f"/api/v1/jobs/{job.pk}/rollouts/",
@@ -127,7 +126,7 @@ def job_detail(request, pk: int):
         "empty_metrics": empty_metrics_reason(
             state=job.state, step=live["step"], has_rollouts=live["has_rollouts"]
         ),
-        "empty_evaluation": page_data["empty_evaluation"],
+        "empty_evaluation": empty_evaluation_reason(spec=job.spec),
         "settings": sorted((k, v) for k, v in job.spec.items() if k not in ("verifiers", "dataset_version")),
     }
     return render(request, "training/job_detail.html", context)
