@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from anneal.datasets.mapping import Mapping, canonical_row, nul_errors, prompt_text
+from anneal.datasets.openai_chat import chat_mapping, chat_row
 from anneal.datasets.readers import FileRefused, ReadLimits, RowError, open_records
 from anneal.datasets.tokens import TokenCounter
 
@@ -204,6 +205,8 @@ def _ingest(
     stats = _Stats(tokens)
     hashes = array("Q")
     columns: set[str] = set()
+    chat: Mapping | None = None  # set when the first record is OpenAI's chat format (no mapping step)
+    first = True
     try:
         with open_records(path=path, file_name=file_name, limits=limits) as source:
             mapping.check_columns(columns=source.columns, column_types=source.column_types)
@@ -215,14 +218,21 @@ def _ingest(
                     if isinstance(record, RowError):
                         report.add_error(record)
                         continue
-                    row, errors = canonical_row(record, mapping=mapping, row=number)
+                    if first:
+                        chat, first = chat_mapping(record, mapping), False
+                    if chat is not None:
+                        row, errors = chat_row(record, mapping=chat, row=number)
+                    else:
+                        row, errors = canonical_row(record, mapping=mapping, row=number)
                     if row is None:
                         for error in errors:
                             report.add_error(error)
                         continue
                     line = _encode(row)
                     # JSON escapes NUL as \u0000: a bytes search spares a walk over the values of every row.
-                    if b"\\u0000" in line and (problems := nul_errors(row, mapping=mapping, row=number)):
+                    if b"\\u0000" in line and (
+                        problems := nul_errors(row, mapping=chat or mapping, row=number)
+                    ):
                         for error in problems:
                             report.add_error(error)
                         continue
