@@ -96,6 +96,22 @@ def test_replays_after_n_then_streams_a_live_event_once(world, job):
     async_to_sync(scenario)()
 
 
+def test_a_replayed_log_event_reads_as_a_line_without_a_dict_repr_or_server_path(world, job):
+    # What workers wrote before logs were written as text: a summary dict holding server paths.
+    old = "training finished: {'steps': 2, 'reward': 0.5, 'model_dir': '/srv/anneal/job-1/final'}"
+    job_events_record(job_id=job.pk, events=[("log", {"message": old})])
+    ws = communicator(job, world["owner"], after=1)
+
+    async def scenario():
+        connected, _ = await ws.connect(timeout=TIMEOUT)
+        assert connected
+        events, _ = await receive_frames(ws, 1)
+        assert events[0]["payload"] == {"message": "training finished: steps 2, reward 0.5", "level": "info"}
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
 def test_whatever_a_client_sends_is_ignored_and_the_stream_goes_on(world, job):
     # seq 1 is the "queued" state event
     ws = communicator(job, world["owner"], after=1)

@@ -86,3 +86,17 @@ def test_the_heatmap_shows_base_and_checkpoint_per_domain(runs):
         [{"id": "job", "property": "value", "value": theirs.pk}],
     )
     assert other["heatmap"]["figure"]["data"] == []
+
+
+def test_an_empty_heatmap_says_why_instead_of_drawing_arbitrary_axes(runs, launch):
+    waiting = launch("waiting", eval_version=launch.version())
+    for job_id, why in ((waiting.pk, "No evaluation yet"), (None, "No job with a held-out set yet")):
+        figure = dash_update(
+            runs["client"],
+            "EvaluationHeatmap",
+            "heatmap.figure",
+            [{"id": "job", "property": "value", "value": job_id}],
+        )["heatmap"]["figure"]
+        assert figure["data"] == []
+        assert figure["layout"]["annotations"][0]["text"].startswith(why)
+        assert figure["layout"]["xaxis"]["visible"] is False and figure["layout"]["yaxis"]["visible"] is False
