@@ -12,6 +12,7 @@ from anneal.deployments import views as deployments
 from anneal.sandboxes_view import sandbox_fleet
 from anneal.training import views as training
 from anneal.verifiers import views as verifiers
+from anneal.verifiers.import_views import verifier_import_page
 
 urlpatterns = [
     path("", accounts.home, name="home"),
@@ -36,6 +37,7 @@ urlpatterns = [
     path("datasets/packs/new/", datasets.pack_new, name="pack-new"),
     path("verifiers/", verifiers.verifier_list, name="verifier-list"),
     path("verifiers/new/", verifiers.verifier_new, name="verifier-new"),
+    path("verifiers/import/", verifier_import_page, name="verifier-import"),
     path("verifiers/<int:pk>/", verifiers.verifier_detail, name="verifier-detail"),
     path("verifiers/<int:pk>/edit/", verifiers.verifier_edit, name="verifier-edit"),
     path("verifiers/<int:pk>/clone/", verifiers.verifier_clone_page, name="verifier-clone"),

@@ -13,7 +13,7 @@ from anneal.datasets.readers import ReadLimits
 from anneal.datasets.tokens import token_counter
 from anneal.verifiers.models import Verifier
 from gpu_jobs.rewards import build_scorer
-from tests.world import api_client, checkpoint_create
+from tests.world import api_client, checkpoint_create, page_client
 
 pytestmark = pytest.mark.django_db
 
@@ -113,6 +113,31 @@ def test_a_score_model_judges_with_a_team_deployment_or_an_allowed_endpoint(worl
     )
     assert spec["messages"][0]["content"] == "Ref {reference}. Grade: {completion}"
     assert any("range" in note for note in created.json()["notes"])
+
+
+def test_the_paste_box_imports_a_grader_and_shows_refusals_by_field(world):
+    owner = page_client(world["owner"])
+    assert 'id="openai-import-link"' in owner.get("/verifiers/").content.decode()
+    bad = owner.post("/verifiers/import/", {"grader": '{"type": "string_check",'})
+    assert bad.status_code == 400 and "not valid JSON" in bad.content.decode()
+    refused = owner.post("/verifiers/import/", {"grader": json.dumps({**EXACT, "operation": "regex"})})
+    assert refused.status_code == 400 and "grader.operation" in refused.content.decode()
+    multi = {
+        "type": "multi",
+        "name": "blend",
+        "graders": {
+            "exact": EXACT,
+            "close": {**EXACT, "type": "text_similarity", "evaluation_metric": "rouge_l"},
+        },
+        "calculate_output": "0.7 * exact + 0.3 * close^2",
+    }
+    del multi["graders"]["close"]["operation"]
+    done = owner.post("/verifiers/import/", {"grader": json.dumps(multi), "name": "pasted"}, follow=True)
+    verifier = Verifier.objects.get(name="pasted")
+    assert done.redirect_chain[-1][0] == f"/verifiers/{verifier.pk}/"
+    assert verifier.latest_version.spec["formula"] == "0.7 * exact + 0.3 * close**2"
+    assert page_client(world["outsider"]).get(f"/verifiers/{verifier.pk}/").status_code == 404
+    assert page_client(world["teammate"]).get("/verifiers/import/").status_code == 403
 
 
 # --- chat-format JSONL (OpenAI's fine-tuning dataset format) ----------------------------------------------
