@@ -11,10 +11,11 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml client/pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: Anneal needs Python 3.11 (PYTHON=... to choose one)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	$(VENV)/bin/pip install --quiet -e ./client  # the Python client and `anneal` CLI (its own package)
 	touch $@
 
 # Debian packages the platform runs with (bubblewrap); installs only what is missing.

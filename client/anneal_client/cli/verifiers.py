@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from anneal_client.cli.context import Context, json_option, pass_context, print_json, show, table
-from anneal_client.specs import dump, samples_file, verifier_spec
+from anneal_client.specs import dump, samples_file, verifier_files, verifier_spec
 
 
 @click.group("verifiers")
@@ -48,18 +48,20 @@ def list_(ctx: Context, as_json: bool) -> None:
 def apply(ctx: Context, files: tuple[Path, ...], as_json: bool) -> None:
     """Create each verifier the FILES describe ({name, spec}, YAML or JSON), or add a version when its spec
     differs from the latest one. Unchanged verifiers are left alone, so it is safe to run from CI."""
+    # Every file is read before the first is applied: a broken one changes nothing.
+    items = [item for path in files for item in verifier_files(path)]
     results = []
-    for path in files:
-        for applied in ctx.client.verifiers.apply_file(path):
-            results.append(applied)
-            if not as_json:
-                flag = "  [flagged by a hack probe]" if applied.version.flagged else ""
-                words = {"created": "created", "new_version": "new version", "unchanged": "unchanged"}
-                ctx.out.print(
-                    f"{words[applied.action]:>11}  {applied.verifier.name}  (verifier {applied.verifier.id}, "
-                    f"version {applied.version.number}, id {applied.version.id}){flag}",
-                    markup=False,
-                )
+    for item in items:
+        applied = ctx.client.verifiers.apply(name=item["name"], spec=item["spec"])
+        results.append(applied)
+        if not as_json:
+            flag = "  [flagged by a hack probe]" if applied.version.flagged else ""
+            words = {"created": "created", "new_version": "new version", "unchanged": "unchanged"}
+            ctx.out.print(
+                f"{words[applied.action]:>11}  {applied.verifier.name}  (verifier {applied.verifier.id}, "
+                f"version {applied.version.number}, id {applied.version.id}){flag}",
+                markup=False,
+            )
     if as_json:
         print_json([r.to_dict() for r in results])
 

@@ -1,0 +1,121 @@
+"""The `anneal` command line without a platform: login saves the token readable by the user alone and the
+environment overrides it; a user's mistake (a missing file, bad YAML, a server that is not there, no token)
+prints a message and exits non-zero, never a traceback. The stack test drives the commands end to end."""
+
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from anneal_client import _config
+from anneal_client.cli.main import cli
+from tests.fake_api import ScriptedApi
+from tests.stack import free_port
+
+ME = {"username": "owner", "teams": [{"id": 1, "name": "Research", "role": "owner"}], "token": True}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A user with no saved login and no ANNEAL_* variables."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    for name in ("ANNEAL_API_KEY", "ANNEAL_BASE_URL", "ANNEAL_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_login_saves_the_token_mode_0600_and_the_environment_overrides_it(home, monkeypatch):
+    with ScriptedApi() as api:
+        api.routes["/api/v1/me"] = [(200, {}, ME)]
+        result = run("login", "--base-url", api.url, "--token", "ann_saved")
+        assert result.exit_code == 0, result.output
+        path = home / "config" / "anneal" / "config.toml"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert _config.read_config() == {"base_url": api.url, "api_key": "ann_saved"}
+        assert "Research" in result.stderr
+
+        assert run("whoami").exit_code == 0
+        monkeypatch.setenv("ANNEAL_API_KEY", "ann_from_env")
+        assert run("whoami", "--json").exit_code == 0
+    tokens = [headers["Authorization"] for _, path, _, headers in api.seen]
+    assert tokens == ["Bearer ann_saved", "Bearer ann_saved", "Bearer ann_from_env"]
+
+
+def test_a_refused_login_saves_nothing(home):
+    with ScriptedApi() as api:
+        api.routes["/api/v1/me"] = [(401, {}, {"detail": "Invalid or revoked API token."})]
+        result = run("login", "--base-url", api.url, "--token", "ann_wrong")
+    assert result.exit_code == 1
+    assert "Invalid or revoked API token. (HTTP 401)" in result.stderr
+    assert not (home / "config" / "anneal" / "config.toml").exists()
+
+
+def test_user_mistakes_are_messages_not_tracebacks(home, monkeypatch):
+    monkeypatch.setenv("ANNEAL_API_KEY", "ann_test")
+    monkeypatch.setenv("ANNEAL_BASE_URL", f"http://127.0.0.1:{free_port()}")
+    missing = run("verifiers", "apply", str(home / "nowhere.yaml"))
+    assert missing.exit_code == 1 and "nowhere.yaml: no such file" in missing.stderr
+
+    bad = home / "bad.yaml"
+    bad.write_text("name: exact\nspec: {type: exact_match\n")
+    broken = run("verifiers", "apply", str(bad))
+    assert broken.exit_code == 1 and "bad.yaml: not valid YAML at line" in broken.stderr
+
+    nameless = home / "nameless.yaml"
+    nameless.write_text("spec: {type: exact_match}\n")
+    assert "name: required" in run("verifiers", "apply", str(nameless)).stderr
+
+    job = home / "job.yaml"
+    job.write_text("dataset_version: 1\nverifers: []\n")
+    typo = run("jobs", "launch", str(job))
+    assert typo.exit_code == 1 and "verifers: unknown key" in typo.stderr
+
+    monkeypatch.delenv("ANNEAL_API_KEY")
+    keyless = run("jobs", "list")
+    assert keyless.exit_code == 1 and "no API key" in keyless.stderr and "anneal login" in keyless.stderr
+
+
+def test_the_installed_command_reports_a_server_that_is_not_there(home):
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "ANNEAL_API_KEY": "ann_test",
+        "ANNEAL_BASE_URL": f"http://127.0.0.1:{free_port()}",
+    }
+    anneal = os.path.join(os.path.dirname(sys.executable), "anneal")
+    result = subprocess.run([anneal, "jobs", "list"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "could not reach http://127.0.0.1:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_api_errors_print_the_message_and_each_field(home, monkeypatch):
+    with ScriptedApi() as api:
+        monkeypatch.setenv("ANNEAL_API_KEY", "ann_test")
+        monkeypatch.setenv("ANNEAL_BASE_URL", api.url)
+        errors = [
+            {"field": "params.max_steps", "message": "must be at least 1"},
+            {"field": "domain_weights", "message": "must sum to 1"},
+        ]
+        api.routes["/api/v1/jobs"] = [
+            (
+                400,
+                {},
+                {
+                    "detail": "params.max_steps: must be at least 1; domain_weights: must sum to 1",
+                    "errors": errors,
+                },
+            )
+        ]
+        job = home / "job.yaml"
+        job.write_text("dataset_version: 1\nverifiers: [{verifier_version: 1}]\nparams: {max_steps: 0}\n")
+        result = run("jobs", "launch", str(job))
+    assert result.exit_code == 1
+    assert "(HTTP 400)" in result.stderr and "params.max_steps: must be at least 1" in result.stderr
+    assert "  domain_weights: must sum to 1" in result.stderr
