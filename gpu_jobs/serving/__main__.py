@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gpu_jobs.serving.auth import CREDENTIAL_ENV, MIN_CREDENTIAL_CHARS
 from gpu_jobs.serving.engine import TIERS, Engine, EngineConfig
+from gpu_jobs.serving.engine.base import DEFAULT_PREFIX_CACHE_MB
 
 GRACEFUL_SHUTDOWN_S = 10
 
@@ -24,6 +25,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
     return value
 
 
@@ -58,6 +66,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--draft-model", type=Path, default=None, help="turbo: a draft model folder")
     parser.add_argument(
         "--max-batch", type=_positive, default=32, help="batch: most sequences decoding together"
+    )
+    parser.add_argument(
+        "--prefix-cache-mb",
+        type=_non_negative,
+        default=DEFAULT_PREFIX_CACHE_MB,
+        help="memory for the keys and values of shared prompt prefixes, reused across requests; 0: off",
     )
     parser.add_argument("--threads", type=_positive, default=None, help="torch intra-op threads")
     parser.add_argument("--log-level", default="warning")
@@ -101,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
             prompt_lookup_ngram=args.prompt_lookup_ngram,
             draft_model=args.draft_model,
             max_batch=args.max_batch,
+            prefix_cache_bytes=args.prefix_cache_mb * 1024 * 1024,
         ),
     )
     app = create_app(engine, args.served_name, credential=credential)

@@ -2,7 +2,8 @@
 
 Routes: ``GET /health`` (503 until the model is loaded), ``GET /v1/models``, ``POST /v1/completions``,
 ``POST /v1/chat/completions`` (plain JSON or server-sent events). Every response carries ``usage``; a stream
-always ends with a chunk whose ``choices`` is empty and whose ``usage`` is set, then ``data: [DONE]``.
+always ends with a chunk whose ``choices`` is empty and whose ``usage`` is set, then ``data: [DONE]``. Once
+ready, /health also reports the prefix cache's counters (hits, misses, bytes held; engine/prefix.py).
 Every route, /health included, needs the replica's credential (gpu_jobs.serving.auth); without it: 401.
 """
 
@@ -53,7 +54,10 @@ class Server:
             )
         if not self.engine.ready.is_set():
             return JSONResponse({**body, "status": "loading"}, status_code=503)
-        return JSONResponse({**body, "requests_held": self.engine.held})
+        body["requests_held"] = self.engine.held
+        if self.engine.prefix_cache is not None:  # hits, misses, bytes held (engine/prefix.py)
+            body["prefix_cache"] = self.engine.prefix_cache.stats()
+        return JSONResponse(body)
 
     async def models(self, request: Request) -> Response:
         return JSONResponse(

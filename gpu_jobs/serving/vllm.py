@@ -3,7 +3,8 @@
 vLLM serves the same ``/v1/completions`` and ``/v1/chat/completions`` shapes as the CPU server here;
 ``--enable-force-include-usage`` makes every response, streamed or not, carry ``usage`` (the platform meters
 from it), and ``--generation-config vllm`` makes sampling defaults OpenAI's rather than the checkpoint's, as
-on the CPU server. vLLM is not installed in the CPU set (requirements/gpu.txt has it), so this module only
+on the CPU server. ``--enable-prefix-caching``, on every tier, reuses the KV cache of a prompt prefix that
+requests share. vLLM is not installed in the CPU set (requirements/gpu.txt has it), so this module only
 builds the argv; the worker on a GPU host runs it.
 
 Tiers:
@@ -72,6 +73,9 @@ def vllm_serve_argv(
         "--enable-force-include-usage",
         "--generation-config",
         "vllm",
+        # Requests sharing a prompt prefix (a system prompt, a document) reuse its KV blocks; said outright
+        # rather than left to the version's default, as the CPU server does the same (engine/prefix.py).
+        "--enable-prefix-caching",
     ]
     if folder_has_chat_template(model_dir) is False:
         # vLLM refuses chats for a model without a template; this one answers them as the CPU server does.

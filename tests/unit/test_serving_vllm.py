@@ -72,6 +72,12 @@ def test_tiers_are_the_same_on_cpu_and_gpu():
         vllm_serve_argv("/m", tier=tier, served_name="x", port=9000)
 
 
+@pytest.mark.parametrize("tier", ["standard", "turbo", "batch"])
+def test_every_tier_turns_prefix_caching_on(tier):
+    argv = vllm_serve_argv("/m", tier=tier, served_name="x", port=9000)
+    assert "--enable-prefix-caching" in argv and "--no-enable-prefix-caching" not in argv
+
+
 def _feed(tracker: TextTracker, tokenizer, text: str) -> str:
     out = ""
     for token in tokenizer(text)["input_ids"]:

@@ -4,6 +4,9 @@
 - ``turbo``: the same with prompt-lookup decoding, or assisted generation with a draft model (``sequential``).
 - ``batch``: continuous batching of up to ``max_batch`` sequences with a per-row KV cache (``batch``, ``kv``).
 
+Every tier reuses the keys and values of prompt prefixes that requests share (``prefix``: bounded in bytes,
+least recently used out, keyed by model and tokens), except turbo with a draft model.
+
 Requests enter through ``Engine.submit``; the worker thread reports progress through ``Job.emit`` as
 ``Delta`` and ``Finished`` events (or ``Failed``). ``Engine.admit`` bounds the requests held at once (queued
 plus running). Importing this package does not import torch: a tier's module is loaded when the engine starts.

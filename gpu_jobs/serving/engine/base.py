@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from gpu_jobs.serving.engine.events import Job
 
 TIERS = ("standard", "turbo", "batch")
+DEFAULT_PREFIX_CACHE_MB = 512
 
 
 @dataclass
@@ -25,6 +26,8 @@ class EngineConfig:
     prompt_lookup_ngram: int = 3  # turbo: longest n-gram matched against the context
     draft_model: Path | None = None
     max_batch: int = 32  # batch: most sequences decoding together
+    # Prompt prefixes' keys and values kept for reuse (prefix.py), in bytes; 0 turns prefix caching off.
+    prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_MB * 1024 * 1024
 
 
 class LoadedEngine(Protocol):
@@ -37,4 +40,6 @@ class LoadedEngine(Protocol):
     context_len: int
     eos_ids: set[int]
     pad_id: int
+    prefix_cache: Any  # prefix.PrefixCache, or None when prefix caching is off
+    model_key: str  # what the prefix cache keys this model's blocks by
     jobs: queue.Queue[Job | None]  # jobs in arrival order, then None to stop

@@ -15,6 +15,7 @@ import logging
 import queue
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from gpu_jobs.serving.engine.base import LoadedEngine
 from gpu_jobs.serving.engine.events import Delta, Failed, Finished, Job, Sequence
 from gpu_jobs.serving.engine.kv import RowsKV
 from gpu_jobs.serving.engine.packed import pack_linears
+from gpu_jobs.serving.engine.prefix import remember, reuse
 from gpu_jobs.serving.engine.sampling import choose, row_generator
 from gpu_jobs.serving.engine.text import TextTracker
 
@@ -103,20 +105,34 @@ class RunningBatch:
         self.next_tokens = torch.zeros(0, dtype=torch.long)  # chosen, not yet run through the model
 
     def join(self, joining: list[tuple[Job, Sequence]]) -> None:
-        """Prefill the sequences, emit each one's first token, and add those not done to the batch."""
+        """Prefill the sequences, emit each one's first token, and add those not done to the batch.
+
+        A sequence whose prompt starts with a cached prefix is prefilled alone from it; of sequences that
+        start alike (n > 1, one system prompt), all but the first wait for it to be prefilled and then find
+        their shared start cached."""
         logger.debug("joining %d sequences to %d rows", len(joining), len(self.rows))
-        for group in prefill_groups([len(sequence.prompt_ids) for _, sequence in joining]):
-            members = [joining[i] for i in group]
-            try:
-                self._prefill(
-                    [
-                        Row(job, seq, self._tracker(seq), row_generator(seq.params, seq.index))
-                        for job, seq in members
-                    ]
-                )
-            except Exception as error:  # noqa: BLE001 - these requests fail, the server lives on
-                logger.exception("prefill failed")
-                _fail({id(job): job for job, _ in members}.values(), error)
+        for part in _first_of_each_start(joining, self.engine.prefix_cache):
+            cold: list[tuple[Job, Sequence]] = []
+            for job, seq in part:
+                cache, cached = reuse(self.engine, seq.prompt_ids)
+                if cache is None:
+                    cold.append((job, seq))
+                else:
+                    self._guarded([(job, seq)], partial(self._prefill_from, cache=cache, cached=cached))
+            for group in prefill_groups([len(sequence.prompt_ids) for _, sequence in cold]):
+                self._guarded([cold[i] for i in group], self._prefill)
+
+    def _guarded(self, members: list[tuple[Job, Sequence]], prefill: Any) -> None:
+        try:
+            prefill(
+                [
+                    Row(job, seq, self._tracker(seq), row_generator(seq.params, seq.index))
+                    for job, seq in members
+                ]
+            )
+        except Exception as error:  # noqa: BLE001 - these requests fail, the server lives on
+            logger.exception("prefill failed")
+            _fail({id(job): job for job, _ in members}.values(), error)
 
     def step(self) -> None:
         """One decode step of every row; rows that finish (or whose client left) leave the batch."""
@@ -149,8 +165,27 @@ class RunningBatch:
         out = self.engine.model(
             input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
         )
+        for i, row in enumerate(rows):
+            remember(self.engine, row.sequence.prompt_ids, out.cache, row=i, start=int(starts[i]))
+        self._first_tokens(rows, out.logits, out.cache, starts)
+
+    def _prefill_from(self, rows: list[Row], *, cache: Any, cached: int) -> None:
+        """Prefill one sequence (``rows`` is one row) from ``cache``, holding its prompt's first ``cached``
+        tokens."""
+        [row] = rows
+        out = self.engine.model(
+            input_ids=torch.tensor([row.sequence.prompt_ids[cached:]]),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        remember(self.engine, row.sequence.prompt_ids, cache)
+        self._first_tokens([row], out.logits, cache, torch.zeros(1, dtype=torch.long))
+
+    def _first_tokens(self, rows: list[Row], logits: Any, cache: Any, starts: torch.Tensor) -> None:
+        """Choose and emit the prefilled rows' first tokens; the rows not done join the batch."""
         tokens = choose(
-            out.logits[:, -1, :].float(),
+            logits[:, -1, :].float(),
             [r.sequence.params for r in rows],
             [r.generator for r in rows],
             self.engine.eos_ids,
@@ -158,8 +193,8 @@ class RunningBatch:
         going = self._emit(rows, tokens)
         if going:
             kept = torch.tensor(going)
-            out.cache.batch_select_indices(kept)
-            self.kv.join(out.cache, starts[kept])
+            cache.batch_select_indices(kept)
+            self.kv.join(cache, starts[kept])
             self.rows += [rows[i] for i in going]
             self.next_tokens = torch.cat([self.next_tokens, tokens[kept]])
 
@@ -190,6 +225,27 @@ class RunningBatch:
             else:
                 going.append(i)
         return going
+
+
+def _first_of_each_start(
+    joining: list[tuple[Job, Sequence]], prefix_cache: Any
+) -> list[list[tuple[Job, Sequence]]]:
+    """``joining`` in two parts: the first sequence of each prompt start (its first cache block), then the
+    others; one part, all of it, when prefix caching is off."""
+    if prefix_cache is None:
+        return [joining]
+    size = prefix_cache.block_tokens
+    seen: set[tuple[int, ...]] = set()
+    first, later = [], []
+    for job, sequence in joining:
+        ids = sequence.prompt_ids
+        start = tuple(ids[:size])
+        if len(ids) > size and start in seen:
+            later.append((job, sequence))
+        else:
+            seen.add(start)
+            first.append((job, sequence))
+    return [first, later] if later else [first]
 
 
 def _fail(jobs: Any, error: Exception) -> None:

@@ -29,6 +29,8 @@ class Engine:
         self.context_len = 0
         self.eos_ids: set[int] = set()
         self.pad_id = 0
+        self.prefix_cache: Any = None  # prefix.PrefixCache once loaded, unless prefix caching is off
+        self.model_key = str(self.model_dir.resolve())
         self.ready = threading.Event()
         self.load_error: str | None = None
         # The worker's input: jobs in arrival order, then None to stop.
@@ -88,6 +90,11 @@ class Engine:
             self.eos_ids.add(self.tokenizer.eos_token_id)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else next(iter(self.eos_ids), 0)
+        # Assisted generation (turbo with a draft model) cannot start from a partly filled cache.
+        if self.config.prefix_cache_bytes > 0 and self.assistant is None:
+            from gpu_jobs.serving.engine.prefix import PrefixCache
+
+            self.prefix_cache = PrefixCache(self.config.prefix_cache_bytes)
 
     # -- admission -------------------------------------------------------------------------------------
     def admit(self) -> None:

@@ -8,6 +8,8 @@ first disagreement is replaced by the model's own choice. So the output is exact
 (greedy) or a sample from the same distribution (sampling), and output that copies spans of its input
 (extraction, editing) advances many tokens per forward pass.
 
+The prompt's first pass starts from its cached prefix, if any (``prefix``), and leaves its blocks cached.
+
 How many tokens to propose adapts per sequence: up to ``prompt_lookup_tokens``, doubled after a proposal
 kept whole, halved after one rejected outright (checking many wrong tokens costs about twice a plain step).
 """
@@ -19,6 +21,7 @@ from transformers import DynamicCache
 
 from gpu_jobs.serving.engine.base import LoadedEngine
 from gpu_jobs.serving.engine.events import Delta, Job, Sequence
+from gpu_jobs.serving.engine.prefix import remember, reuse
 from gpu_jobs.serving.engine.sampling import choose, row_generator
 from gpu_jobs.serving.engine.text import TextTracker
 
@@ -40,8 +43,13 @@ def generate_lookup(engine: LoadedEngine, job: Job, sequence: Sequence, tracker:
     model, params, config = engine.model, sequence.params, engine.config
     generator = row_generator(params, sequence.index)
     context = list(sequence.prompt_ids)
-    cache = DynamicCache(config=model.config)
-    logits = model(input_ids=torch.tensor([context]), cache=cache, use_cache=True, logits_to_keep=1).logits[0]
+    cache, cached = reuse(engine, context)  # the prompt's cached prefix: only the rest runs
+    if cache is None:
+        cache = DynamicCache(config=model.config)
+    logits = model(
+        input_ids=torch.tensor([context[cached:]]), cache=cache, use_cache=True, logits_to_keep=1
+    ).logits[0]
+    remember(engine, context, cache)
     budget = config.prompt_lookup_tokens
     while True:
         chosen = choose(logits.float(), [params] * len(logits), [generator] * len(logits), engine.eos_ids)

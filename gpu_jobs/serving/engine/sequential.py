@@ -54,8 +54,10 @@ def generate_one(engine: LoadedEngine, job: Job, sequence: Sequence) -> None:
 def _generate(engine: LoadedEngine, job: Job, sequence: Sequence, tracker: TextTracker) -> None:
     """``model.generate``: plain, or assisted by the draft model."""
     import torch
-    from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
+    from transformers import DynamicCache, GenerationConfig, StoppingCriteria, StoppingCriteriaList
     from transformers.generation.streamers import BaseStreamer
+
+    from gpu_jobs.serving.engine.prefix import remember, reuse
 
     index = sequence.index
 
@@ -96,6 +98,10 @@ def _generate(engine: LoadedEngine, job: Job, sequence: Sequence, tracker: TextT
     extra: dict[str, Any] = {}
     if engine.assistant is not None:
         extra["assistant_model"] = engine.assistant
+    elif engine.prefix_cache is not None:
+        # Starts from the cached prefix, if any: generate() runs only the tokens the cache lacks.
+        cache, _ = reuse(engine, sequence.prompt_ids)
+        extra["cache"] = cache if cache is not None else DynamicCache(config=engine.model.config)
     if params.seed is not None:
         torch.manual_seed(params.seed + sequence.index)
     input_ids = torch.tensor([sequence.prompt_ids])
@@ -107,3 +113,5 @@ def _generate(engine: LoadedEngine, job: Job, sequence: Sequence, tracker: TextT
         stopping_criteria=StoppingCriteriaList([StopWhenDone()]),
         **extra,
     )
+    if "cache" in extra:  # its first columns are the prompt's (generation only appends)
+        remember(engine, sequence.prompt_ids, extra["cache"])
