@@ -20,7 +20,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from anneal.accounts.selectors import teams_for
 from anneal.training.events import job_group
-from anneal.training.job_page import log_line
+from anneal.training.job_page import event_as_read
 from anneal.training.models import EventKind, Job, JobEvent
 
 PAGE_SIZE = 500
@@ -146,14 +146,7 @@ class JobEventsConsumer(AsyncJsonWebsocketConsumer):
     @database_sync_to_async
     def _events_after(self, after: int) -> list[dict]:
         events = JobEvent.objects.filter(job_id=self.job_id, seq__gt=after).order_by("seq")[:PAGE_SIZE]
-        return [_readable(event.as_message()) for event in events]
-
-
-def _readable(message: dict) -> dict:
-    """A log event as the page shows it: older workers wrote Python dict reprs and server paths into logs."""
-    if message["kind"] == EventKind.LOG and isinstance(message["payload"], dict):
-        message["payload"] = {**message["payload"], **log_line(message["payload"])}
-    return message
+        return [event_as_read(event.as_message()) for event in events]
 
 
 def _after(query_string: bytes) -> int:

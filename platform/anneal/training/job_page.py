@@ -173,6 +173,14 @@ def log_line(payload: dict) -> dict:
     }
 
 
+def event_as_read(message: dict) -> dict:
+    """An event as pages and the API hand it out: a log event's message readable (older workers wrote
+    Python dict reprs and server paths into it) and its level named. ``message`` has "kind" and "payload"."""
+    if message["kind"] == "log" and isinstance(message["payload"], dict):
+        message["payload"] = {**message["payload"], **log_line(message["payload"])}
+    return message
+
+
 def empty_metrics_reason(*, state: str, step: int, has_rollouts: bool) -> str:
     """Why a job has no metric yet, in its state (job.js emptyMetricsText says the same)."""
     if state == "queued":
