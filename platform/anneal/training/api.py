@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from anneal.api_base import TeamScopedView
 from anneal.errors import InputError
 from anneal.training.costs import job_estimate, job_spend
+from anneal.training.job_page import event_as_read
 from anneal.training.limits import LIMIT_FIELDS, limit_defaults, limit_helps
 from anneal.training.models import Checkpoint, Job, JobEvent
 from anneal.training.selectors import job_events_after, job_rollouts, queue_state
@@ -363,7 +364,7 @@ class JobEventsApi(TeamScopedView):
                 "job": job.pk,
                 "state": job.state,
                 "last_seq": job.last_seq,
-                "results": EventOutput(events, many=True).data,
+                "results": [event_as_read(dict(event)) for event in EventOutput(events, many=True).data],
             }
         )
 
