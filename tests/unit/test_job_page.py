@@ -8,7 +8,7 @@ import pytest
 from anneal.training.job_page import log_line, metric_groups, readable_log_message
 from anneal.training.models import Checkpoint
 from anneal.training.state import attempt_events_record
-from tests.world import page_client
+from tests.world import api_client, page_client
 
 # One step's metric event as a TRL run reports it (gpu_jobs.grpo.metric_payload), plus Anneal's own keys.
 TRL_STEP = {
@@ -151,3 +151,11 @@ def test_a_checkpoint_shows_by_name_with_deploy_for_writers_only(world, running,
     assert f"/deployments/new/?checkpoint={checkpoint.pk}" in owner_html
     assert "/deployments/new/" not in viewer_html
     assert "deploying one needs the owner or expert role" in viewer_html
+
+
+def test_the_events_api_hands_out_old_log_lines_as_text(world, running):
+    old = "training finished: {'steps': 2, 'model_dir': '/srv/anneal/job-1/trainer/final'}"
+    record(running, [("log", {"message": old})])
+    body = api_client(world["owner"]).get(f"/api/v1/jobs/{running.pk}/events").json()
+    logs = [event["payload"] for event in body["results"] if event["kind"] == "log"]
+    assert logs == [{"message": "training finished: steps 2", "level": "info"}]
