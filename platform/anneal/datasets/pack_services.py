@@ -1,4 +1,5 @@
-"""Make a domain pack: reasoning-gym rows as one dataset version, and a verifier per domain (task)."""
+"""Make a domain pack: reasoning-gym or long-context rows as one dataset version, and a verifier per domain
+(task or family); or the agent repo-fix task pack."""
 
 from dataclasses import dataclass
 
@@ -8,12 +9,13 @@ from django.db import transaction
 from anneal.accounts.models import Team
 from anneal.datasets.ingest import _Stats
 from anneal.datasets.models import DatasetVersion
-from anneal.datasets.pack_catalogue import PackError, check_pack_request, generate_task
-from anneal.datasets.services import dataset_version_create_from_rows
+from anneal.datasets.pack_catalogue import PackError, check_pack_request, generate_task, long_context_checks
+from anneal.datasets.services import check_tokenizer, dataset_version_create_from_rows
 from anneal.datasets.tokens import token_counter
 from anneal.errors import InputError
 from anneal.verifiers.models import Verifier
 from anneal.verifiers.services import verifier_create
+from gpu_jobs.long_context import FAMILIES, RequestError, check_request, generate_rows
 
 
 @dataclass
@@ -92,3 +94,76 @@ def agent_task_pack_create(*, team: Team, user: User, name: str, limit: int | No
             stats=stats.summary(rows=len(rows), duplicates=0, skipped=0),
             pack=recipe,
         )
+
+
+def long_context_pack_create(
+    *,
+    team: Team,
+    user: User,
+    name: str,
+    families: list[str],
+    lengths: list[int],
+    size: int,
+    seed: int = 0,
+    tokenizer: str = "tiny",
+) -> PackResult:
+    """Long-context rows (gpu_jobs.long_context) for every family at every length, ``size`` each, as one
+    version of dataset ``name``, and one verifier per family, named ``<name>/<family>``. Lengths are counted
+    in ``tokenizer``'s tokens ("tiny", whose count is every tiny-family model's, or a model folder of the
+    store with a tokenizer.json), and so are the version's statistics. All or nothing."""
+    name = (name or "").strip()
+    if not name:
+        raise InputError("give the dataset a name", field="name")
+    try:
+        check_request(families=families, lengths=lengths, size=size, seed=seed)
+    except RequestError as exc:
+        raise InputError(exc.message, field=exc.field) from None
+    offered = long_context_checks()
+    for family in families:
+        if not offered[family].ok:
+            raise InputError(
+                f"family '{family}' failed its check ({offered[family].reason})", field="families"
+            )
+    # The tiny family shares one tokenizer; its long-context model need not be built to count its tokens.
+    counter = token_counter(check_tokenizer("tiny" if tokenizer in ("tiny", "tiny-long") else tokenizer))
+    taken = set(
+        Verifier.objects.filter(team=team, name__in=[f"{name}/{f}" for f in families]).values_list(
+            "name", flat=True
+        )
+    )
+    if taken:
+        raise InputError(
+            f"verifier(s) {', '.join(sorted(taken))} already exist: choose another name", field="name"
+        )
+    rows = generate_rows(
+        families=families,
+        lengths=lengths,
+        size=size,
+        seed=seed,
+        count=lambda text: counter.count([text])[0],
+    )
+    stats = _Stats(counter)
+    for row in rows:
+        stats.add(row)
+    recipe = {
+        "source": "long_context",
+        "families": families,
+        "lengths": sorted(lengths),
+        "size": size,
+        "seed": seed,
+        "tokenizer": counter.name,
+    }
+    with transaction.atomic():
+        version = dataset_version_create_from_rows(
+            team=team,
+            user=user,
+            name=name,
+            rows=rows,
+            stats=stats.summary(rows=len(rows), duplicates=0, skipped=0),
+            pack=recipe,
+        )
+        verifiers = [
+            verifier_create(team=team, user=user, name=f"{name}/{family}", spec=FAMILIES[family].spec)
+            for family in families
+        ]
+    return PackResult(version=version, verifiers=verifiers, dropped={})
