@@ -225,6 +225,9 @@ JOB_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_JOB_HEARTBEAT_TIMEOUT_S", 120, minimum
 # each team's default limits (a TeamLimits row overrides them), restarts after a crash or a lost worker before
 # a job fails, and how long a job asked to pause or stop may take to checkpoint before it is killed.
 JOB_DEVICE_PRICES = env_price_map("ANNEAL_DEVICE_PRICES", "cpu=0.10,l4=0.80,a100=2.00,h100=3.50,h200=4.50")
+# GiB of memory of one device of each type: a launch whose training step would need more is refused
+# (anneal.training.length, formula in gpu_jobs.memory). Same type=number syntax as the prices.
+JOB_DEVICE_MEMORY_GIB = env_price_map("ANNEAL_DEVICE_MEMORY_GIB", "cpu=16,l4=24,a100=80,h100=80,h200=141")
 JOB_SANDBOX_PRICE_PER_HOUR = env_decimal("ANNEAL_SANDBOX_PRICE_PER_HOUR", "0.05", minimum="0")
 JOB_GPU_SLOTS = env_int("ANNEAL_GPU_SLOTS", 1, minimum=1, maximum=10_000)
 JOB_TEAM_MAX_RUNNING = env_int("ANNEAL_TEAM_MAX_RUNNING_JOBS", 2, minimum=1, maximum=10_000)

@@ -4,8 +4,15 @@ Spend = device-hours (the job's run time, summed over its attempts, times its de
 device type (settings.JOB_DEVICE_PRICES) + sandbox hours (the time its verifiers took, reported per step as
 ``verify_time/<verifier>``) × settings.JOB_SANDBOX_PRICE_PER_HOUR. Prices are in USD.
 
-The estimate times a step from the team's latest finished job on the same model, scaled by the tokens a step
-generates; with no such job it uses default rates per generated token (below). It is a guide, not a quote.
+The estimate times a step from the team's latest finished job on the same model, scaled by the work a step
+does; with no such job it uses default rates per unit of work (below). It is a guide, not a quote.
+
+A step's work, in generated-token units (``step_work``): completions x (max_completion_length + PROMPT_TOKEN_WEIGHT
+x the mean prompt length). A prompt token is prefilled in one parallel pass (its KV cache then read by every
+generated token) and goes through the training pass, where a generated token takes one sequential forward
+each; measured roughly on the tiny model on 2 loaded CPU cores, a prompt token cost about a twentieth of a
+generated one. The mean prompt length is what the launch measured (``spec["prompt_tokens"]``, after the
+overflow policy); 0 for jobs launched before it was measured.
 """
 
 from dataclasses import dataclass
@@ -23,6 +30,7 @@ DEFAULT_SECONDS_PER_TOKEN = {"tiny": 0.0006}
 DEFAULT_SECONDS_PER_TOKEN_OTHER = 0.08
 DEFAULT_OVERHEAD_S = 30.0
 DEFAULT_SANDBOX_SECONDS_PER_COMPLETION = 0.002
+PROMPT_TOKEN_WEIGHT = 0.05
 
 
 def usd(amount: float) -> str:
@@ -71,8 +79,15 @@ class StepTiming:
     basis: str
 
 
-def _tokens_per_step(spec: dict) -> int:
-    return int(spec["prompts_per_step"]) * int(spec["num_generations"]) * int(spec["max_completion_length"])
+def mean_prompt_tokens(spec: dict) -> float:
+    measured = spec.get("prompt_tokens") or {}
+    return float(measured.get("mean") or 0) if isinstance(measured, dict) else 0.0
+
+
+def step_work(spec: dict) -> float:
+    """A step's work in generated-token units: generation plus the prompts' prefill and training pass."""
+    completions = int(spec["prompts_per_step"]) * int(spec["num_generations"])
+    return completions * (int(spec["max_completion_length"]) + PROMPT_TOKEN_WEIGHT * mean_prompt_tokens(spec))
 
 
 def step_timing(*, spec: dict, team: Team) -> StepTiming:
@@ -85,10 +100,10 @@ def step_timing(*, spec: dict, team: Team) -> StepTiming:
         .order_by("-finished_at")
         .first()
     )
-    tokens = max(1, _tokens_per_step(spec))
+    tokens = max(1.0, step_work(spec))
     if previous is not None:
         try:
-            ratio = tokens / max(1, _tokens_per_step(previous.spec))
+            ratio = tokens / max(1.0, step_work(previous.spec))
         except (KeyError, TypeError, ValueError):
             ratio = 1.0
         per_step = previous.run_seconds / previous.step

@@ -14,6 +14,7 @@ from anneal.datasets.models import DatasetVersion
 from anneal.errors import InputError, reject_nul, without_nul
 from anneal.training.dispatch import dispatch_on_commit
 from anneal.training.events import job_event_record
+from anneal.training.length import prompt_length_check
 from anneal.training.limits import job_columns, run_limits_split
 from anneal.training.models import Job, JobDataset, JobState, JobVerifier
 from anneal.training.spec import (
@@ -64,6 +65,10 @@ def job_launch(
     params, limits = run_limits_split(params or {}, team=team)
     settings = settings_check(params, row_count=sum(v.row_count for v in versions))
     model_check(settings.model)
+    # Prompts against max_prompt_length, the model's window and the device's memory (anneal.training.length).
+    prompt_tokens = prompt_length_check(
+        settings_=settings, versions=versions, eval_version=eval_version, device_type=limits["device_type"]
+    )
     domain_rows = _domain_rows(
         versions=versions, domain_weights=domain_weights, choices=choices, agentic=agentic
     )
@@ -76,6 +81,7 @@ def job_launch(
         domain_rows=domain_rows,
         choices=choices,
     )
+    spec["prompt_tokens"] = prompt_tokens
     job = _job_create(
         team=team,
         user=user,
