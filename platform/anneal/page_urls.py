@@ -9,7 +9,9 @@ from anneal.accounts import views as accounts
 from anneal.accounts.login import SignInView
 from anneal.datasets import views as datasets
 from anneal.deployments import views as deployments
+from anneal.glossary import glossary
 from anneal.sandboxes_view import sandbox_fleet
+from anneal.training import launch_views
 from anneal.training import views as training
 from anneal.verifiers import views as verifiers
 from anneal.verifiers.import_views import verifier_import_page
@@ -46,7 +48,9 @@ urlpatterns = [
     path("jobs/", training.job_list, name="job-list"),
     path("jobs/queue/", training.job_queue, name="job-queue"),
     path("dashboards/", training.dashboards, name="dashboards"),
-    path("jobs/new/", training.job_new, name="job-new"),
+    path("jobs/new/", launch_views.job_new, name="job-new"),
+    path("jobs/new/estimate/", launch_views.job_new_estimate, name="job-new-estimate"),
+    path("help/glossary/", glossary, name="glossary"),
     path("jobs/<int:pk>/", training.job_detail, name="job-detail"),
     path("jobs/<int:pk>/cancel/", training.job_cancel_view, name="job-cancel"),
     path("jobs/<int:pk>/pause/", training.job_pause_view, name="job-pause"),

@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from anneal.training.forms import LaunchForm
+from anneal.training.launch_layout import PLAIN_HELP
 from anneal.training.models import Job
 from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.spec import SETTING_NAMES, TrainingSettings, setting_fields
@@ -51,7 +52,8 @@ def test_form_spec_endpoint_and_schema_are_generated_from_the_settings(world):
     assert listed == setting_fields()
     form = LaunchForm(team=world["core"])
     for name, entry in fields.items():
-        assert form.fields[f"p_{name}"].help_text == entry["help"] != ""
+        # The form says it in plain words where the engine's help is jargon (anneal.training.launch_layout).
+        assert form.fields[f"p_{name}"].help_text == PLAIN_HELP.get(name, entry["help"]) != ""
     schema = api_client(world["owner"]).get("/api/schema/?format=json").json()
     params = schema["components"]["schemas"]["JobLaunchInput"]["properties"]["params"]["properties"]
     for name, entry in fields.items():

@@ -166,14 +166,20 @@ def test_time_limit_asks_the_job_to_stop(launch):
 def test_estimate_prices_devices_and_sandboxes_and_learns_from_finished_jobs(world, launch, settings):
     job = launch(devices=2, device_type="h100", budget=0.001)
     estimate = job_estimate(spec=job.spec, team=world["core"])
-    assert estimate["basis"].startswith("default rates") and estimate["price_per_device_hour"] == 3.5
+    assert (
+        estimate["basis"].startswith("no measured job yet: a default rate")
+        and estimate["price_per_device_hour"] == 3.5
+    )
     assert estimate["device_cost"] == pytest.approx(estimate["device_hours"] * 3.5, rel=1e-3)
     assert estimate["total"] > estimate["device_cost"] and estimate["over_budget"]
     Job.objects.filter(pk=job.pk).update(
         state=JobState.SUCCEEDED, step=20, run_seconds=100, sandbox_seconds=10
     )
     timed = job_estimate(spec=job.spec, team=world["core"])
-    assert timed["basis"] == f"timed from job #{job.pk} on the same model"
+    assert timed["basis"].startswith(
+        f"timed from job #{job.pk} \u201c{job.name}\u201d on the same model (tiny"
+    )
+    assert "20 steps in 100 s, 5 s a step" in timed["basis"]
     assert timed["seconds"] == pytest.approx(100.0)  # 20 steps at the measured 5 s a step
 
 

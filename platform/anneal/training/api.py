@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from anneal.api_base import TeamScopedView
 from anneal.errors import InputError
+from anneal.training.answer_lengths import spec_warnings
 from anneal.training.costs import job_estimate, job_spend
 from anneal.training.job_page import event_as_read
 from anneal.training.limits import LIMIT_FIELDS, limit_defaults, limit_helps
@@ -82,6 +83,25 @@ class JobOutput(serializers.ModelSerializer):
         ]
 
 
+class LaunchWarning(serializers.Serializer):
+    field = serializers.CharField(help_text="The input it is about, as an error would name it.")
+    message = serializers.CharField()
+
+
+class JobLaunchOutput(JobOutput):
+    warnings = serializers.SerializerMethodField(
+        help_text="What the launch did not stop for but you should know: max_completion_length shorter than "
+        "the data's longest reference answer in the model's tokens."
+    )
+
+    @extend_schema_field(LaunchWarning(many=True))
+    def get_warnings(self, job: Job) -> list[dict]:
+        return spec_warnings(job.spec)
+
+    class Meta(JobOutput.Meta):
+        fields = [*JobOutput.Meta.fields, "warnings"]
+
+
 class EventOutput(serializers.ModelSerializer):
     class Meta:
         model = JobEvent
@@ -144,10 +164,10 @@ class JobListApi(TeamScopedView):
         jobs = Job.objects.filter(team__in=self.teams()).prefetch_related("checkpoints")
         return Response(JobOutput(jobs, many=True).data)
 
-    @extend_schema(request=Input, responses={201: JobOutput})
+    @extend_schema(request=Input, responses={201: JobLaunchOutput})
     def post(self, request):
         job = self.launch(request, team=self.writable_team())
-        return Response(JobOutput(job).data, status=status.HTTP_201_CREATED)
+        return Response(JobLaunchOutput(job).data, status=status.HTTP_201_CREATED)
 
     @classmethod
     def launch(cls, request, *, team) -> Job:
@@ -181,7 +201,10 @@ class EstimateOutput(serializers.Serializer):
     total = serializers.FloatField()
     budget = serializers.FloatField(allow_null=True)
     over_budget = serializers.BooleanField()
-    basis = serializers.CharField(help_text="What the step time was taken from.")
+    basis = serializers.CharField(
+        help_text="What the step time was taken from: a finished job, or default rates."
+    )
+    warnings = LaunchWarning(many=True, help_text="As a launch's: what it would not stop for.")
 
 
 class QueueWaitingOutput(serializers.Serializer):
@@ -221,7 +244,7 @@ class JobEstimateApi(TeamScopedView):
         team = self.writable_team()
         with transaction.atomic():
             job = JobListApi.launch(request, team=team)
-            estimate = job_estimate(spec=job.spec, team=team)
+            estimate = job_estimate(spec=job.spec, team=team) | {"warnings": spec_warnings(job.spec)}
             transaction.set_rollback(True)  # checked, not launched: no job, event, audit entry or task
         return Response(EstimateOutput(estimate).data)
 

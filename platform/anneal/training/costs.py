@@ -91,14 +91,16 @@ def step_work(spec: dict) -> float:
 
 
 def step_timing(*, spec: dict, team: Team) -> StepTiming:
-    """How long one step of ``spec`` should take, from the team's latest finished job on the same model."""
+    """How long one step of ``spec`` should take: from the team's latest finished job on the same model (one
+    on the same dataset version first: the closest measurement), else from default rates."""
     model = spec.get("model", "tiny")
+    measured = Job.objects.filter(
+        team=team, state=JobState.SUCCEEDED, spec__model=model, step__gt=0, run_seconds__gt=0
+    ).order_by("-finished_at")
     previous = (
-        Job.objects.filter(
-            team=team, state=JobState.SUCCEEDED, spec__model=model, step__gt=0, run_seconds__gt=0
-        )
-        .order_by("-finished_at")
-        .first()
+        measured.filter(dataset_version_id=spec.get("dataset_version")).first() or measured.first()
+        if spec.get("dataset_version")
+        else measured.first()
     )
     tokens = max(1.0, step_work(spec))
     if previous is not None:
@@ -108,11 +110,14 @@ def step_timing(*, spec: dict, team: Team) -> StepTiming:
             ratio = 1.0
         per_step = previous.run_seconds / previous.step
         sandbox = previous.sandbox_seconds / previous.step
+        same_data = previous.dataset_version_id == spec.get("dataset_version")
         return StepTiming(
             step_seconds=per_step * ratio,
             overhead_seconds=0.0,  # already inside the measured per-step time
             sandbox_seconds_per_step=sandbox * ratio,
-            basis=f"timed from job #{previous.pk} on the same model",
+            basis=f"timed from job #{previous.pk} “{previous.name}” on the same model ({model}"
+            f"{', same dataset' if same_data else ', another dataset'}): {previous.step} steps in "
+            f"{previous.run_seconds:.0f} s, {per_step:.3g} s a step, scaled to this job's tokens per step",
         )
     rate = DEFAULT_SECONDS_PER_TOKEN.get(model, DEFAULT_SECONDS_PER_TOKEN_OTHER)
     completions = int(spec["prompts_per_step"]) * int(spec["num_generations"])
@@ -120,7 +125,9 @@ def step_timing(*, spec: dict, team: Team) -> StepTiming:
         step_seconds=rate * tokens,
         overhead_seconds=DEFAULT_OVERHEAD_S,
         sandbox_seconds_per_step=DEFAULT_SANDBOX_SECONDS_PER_COMPLETION * completions,
-        basis="default rates (no finished job of this team on this model yet)",
+        basis=f"no measured job yet: a default rate for {model} ({rate:g} s per generated token, measured on "
+        f"2 CPU cores) plus {DEFAULT_OVERHEAD_S:.0f} s to start; it learns from this team's first finished "
+        "job on the model",
     )
 
 

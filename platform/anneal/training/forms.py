@@ -1,18 +1,24 @@
-"""The launch form: a dataset version, verifiers with weights, and the engine's settings with their help."""
+"""The launch form: a dataset version, verifiers with weights, and the engine's settings with their help, laid
+out for a domain expert by anneal.training.launch_layout (essentials first, the rest under Advanced)."""
+
+from dataclasses import fields as dataclass_fields
 
 from django import forms
 
 from anneal import jsontext
 from anneal.datasets.models import DatasetVersion
+from anneal.training import launch_layout
 from anneal.training.limits import LIMIT_FIELDS, limit_defaults, limit_helps
 from anneal.training.spec import available_models
 from anneal.verifiers.models import Verifier, VerifierVersion
-from gpu_jobs.spec import setting_fields
+from gpu_jobs.spec import TrainingSettings, setting_fields
 
 # The user's settings (gpu_jobs.spec.TrainingSettings): one input each, in the dataclass's order.
 SETTINGS = {entry["name"]: entry for entry in setting_fields()}
 # Settings whose values come from a fixed list (the "choices" in the settings' metadata): a select.
 SETTING_CHOICES = {name: tuple(entry["choices"]) for name, entry in SETTINGS.items() if "choices" in entry}
+# A group a setting's metadata names for the form (a field added later may say where it belongs).
+METADATA_GROUPS = {f.name: f.metadata.get("group") for f in dataclass_fields(TrainingSettings)}
 
 
 class DatasetVersionChoice(forms.ModelChoiceField):
@@ -30,7 +36,7 @@ def _setting_field(name: str, default: object, help_text: str) -> forms.Field:
     options = {
         "required": False,
         "initial": default,
-        "label": name.replace("_", " ").capitalize(),
+        "label": launch_layout.LABELS.get(name) or name.replace("_", " ").capitalize(),
         "help_text": help_text,
     }
     if name in SETTING_CHOICES:
@@ -56,7 +62,8 @@ class LaunchForm(forms.Form):
         queryset=DatasetVersion.objects.none(),
         required=False,
         label="Also train on",
-        help_text="More dataset versions whose rows join the first one's; each row keeps its domain.",
+        help_text="More dataset versions whose rows join the first one's; each row keeps its domain. "
+        "Choose several with Ctrl-click (⌘-click on a Mac); none is fine.",
     )
     domain_weights = forms.CharField(
         required=False,
@@ -76,6 +83,10 @@ class LaunchForm(forms.Form):
             .order_by("dataset__name", "-number")
         )
         self.fields["extra_dataset_versions"].queryset = self.fields["dataset_version"].queryset
+        if not self.is_bound and not self.initial.get("dataset_version"):
+            # The team's newest version: most likely the data just uploaded, rather than the first by name.
+            newest = DatasetVersion.objects.filter(dataset__team=team).order_by("-created_at", "-pk").first()
+            self.initial["dataset_version"] = newest.pk if newest else None
         # A job uses each verifier's latest version; older versions stay reproducible through old jobs.
         self.verifier_versions: list[VerifierVersion] = []
         for verifier in Verifier.objects.filter(team=team).order_by("name").prefetch_related("versions"):
@@ -96,6 +107,7 @@ class LaunchForm(forms.Form):
             )
         # The engine's settings, then scheduling and cost (priority, devices, budget, time limit).
         helps = {name: entry["help"] for name, entry in SETTINGS.items()} | limit_helps()
+        helps |= launch_layout.PLAIN_HELP
         defaults = {name: entry["default"] for name, entry in SETTINGS.items()} | limit_defaults()
         self.setting_names = [*SETTINGS, *LIMIT_FIELDS]
         for name in self.setting_names:
@@ -109,7 +121,7 @@ class LaunchForm(forms.Form):
                 ],
                 required=False,
                 initial=defaults["model"],
-                label="Model",
+                label=launch_layout.LABELS["model"],
                 help_text=helps.get("model", ""),
             )
         self._weight_names: list[str] = []
@@ -177,6 +189,24 @@ class LaunchForm(forms.Form):
 
     def setting_fields(self) -> list[tuple[str, forms.BoundField]]:
         return [(name, self[f"p_{name}"]) for name in self.setting_names]
+
+    def essential_settings(self) -> list[tuple[str, forms.BoundField, str]]:
+        """(name, field, glossary anchor) of the settings shown up front."""
+        names = [name for name in launch_layout.ESSENTIALS if name in self.setting_names]
+        return [(name, self[f"p_{name}"], launch_layout.GLOSSARY.get(name, "")) for name in names]
+
+    def advanced_groups(self) -> list[tuple[str, list[tuple[str, forms.BoundField, str]]]]:
+        """The other settings by group, in the layout's order: (title, [(name, field, glossary anchor)])."""
+        groups: dict[str, list[tuple[str, forms.BoundField, str]]] = {
+            t: [] for t in launch_layout.group_order()
+        }
+        for name in self.setting_names:
+            if name in launch_layout.ESSENTIALS:
+                continue
+            title = launch_layout.group_of(name, METADATA_GROUPS.get(name))
+            entry = (name, self[f"p_{name}"], launch_layout.GLOSSARY.get(name, ""))
+            groups.setdefault(title, []).append(entry)
+        return [(title, entries) for title, entries in groups.items() if entries]
 
     def launch_arguments(self) -> dict:
         """Keyword arguments for ``job_launch`` (all but team and user); the form must be valid."""
