@@ -1,21 +1,19 @@
-"""Pages: jobs, the launch form, and the job page that follows a run live over a websocket."""
+"""Pages: jobs and the job page that follows a run live over a websocket (the launch form: launch_views)."""
 
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from anneal.accounts.scope import page_team
 from anneal.accounts.selectors import can_write
 from anneal.errors import InputError
-from anneal.pages import check_write, form_show_errors, get_visible_or_404, writable_team
-from anneal.training.costs import job_estimate, job_spend
-from anneal.training.forms import LaunchForm
+from anneal.pages import check_write, get_visible_or_404
+from anneal.training.costs import job_spend
 from anneal.training.job_page import (
     METRIC_GROUPS,
     empty_evaluation_reason,
@@ -25,7 +23,7 @@ from anneal.training.job_page import (
 )
 from anneal.training.models import TERMINAL_STATES, Job, JobState
 from anneal.training.selectors import job_live_summary, job_rollouts, job_tampering_summary, queue_state
-from anneal.training.services import job_cancel, job_launch, job_retry
+from anneal.training.services import job_cancel, job_retry
 from anneal.training.state import job_pause, job_resume
 
 STATE_FILTERS = [state.value for state in JobState]
@@ -48,32 +46,6 @@ def job_list(request):
         "can_write": team is not None and can_write(request.user, team),
     }
     return render(request, "training/job_list.html", context)
-
-
-@require_http_methods(["GET", "POST"])
-@login_required
-def job_new(request):
-    team = writable_team(request)
-    estimate = None
-    if request.method == "POST":
-        form = LaunchForm(request.POST, team=team)
-        if form.is_valid():
-            try:
-                with transaction.atomic():
-                    job = job_launch(team=team, user=request.user, **form.launch_arguments())
-                    if "estimate" in request.POST:
-                        # Checked exactly as a launch, then rolled back: nothing is kept or queued.
-                        estimate = job_estimate(spec=job.spec, team=team)
-                        transaction.set_rollback(True)
-            except InputError as exc:
-                form_show_errors(form, exc, fields=form.service_fields())
-            else:
-                if estimate is None:
-                    return redirect("job-detail", pk=job.pk)
-    else:
-        form = LaunchForm(team=team, initial={"dataset_version": request.GET.get("dataset_version")})
-    context = {"section": "jobs", "form": form, "team": team, "estimate": estimate}
-    return render(request, "training/job_new.html", context)
 
 
 @require_GET
