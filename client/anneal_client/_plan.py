@@ -24,6 +24,7 @@ class Request:
     data: dict[str, Any] | None = None
     files: dict[str, Any] | None = None
     text: bool = False  # the body as text (CSV downloads) instead of JSON
+    root: bool = False  # ``path`` is under the site's root, not /api/v1 (the OpenAPI schema)
 
 
 @dataclass(frozen=True)

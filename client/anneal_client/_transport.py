@@ -39,15 +39,15 @@ class Transport:
             "User-Agent": f"anneal-client/{__version__}",
         }
 
-    def url(self, path: str) -> str:
-        if path.startswith(("http://", "https://")):
-            return path
-        return f"{self.base_url}{API_PREFIX}{path}"
+    def url(self, request: Request) -> str:
+        if request.path.startswith(("http://", "https://")):
+            return request.path
+        return f"{self.base_url}{'' if request.root else API_PREFIX}{request.path}"
 
     def arguments(self, request: Request) -> dict[str, Any]:
         return {
             "method": request.method,
-            "url": self.url(request.path),
+            "url": self.url(request),
             "params": request.params,
             "json": request.json,
             "data": request.data,

@@ -158,8 +158,10 @@ def job_file(path: str | Path) -> dict[str, Any]:
     return body
 
 
-def job_spec(job: Job) -> dict[str, Any]:
-    """A launch body that runs ``job`` again as it was frozen: the file ``anneal jobs spec`` writes."""
+def job_spec(job: Job, param_names: set[str] | None = None) -> dict[str, Any]:
+    """A launch body that runs ``job`` again as it was frozen: the file ``anneal jobs spec`` writes.
+    ``param_names``: the params a launch takes (settings and limits); the spec also holds what the launch
+    measured (prompt lengths...), which a launch refuses. None: every key but the data's."""
     spec = job.spec
     versions = spec.get("dataset_versions") or [spec.get("dataset_version")]
     verifiers = []
@@ -180,7 +182,11 @@ def job_spec(job: Job) -> dict[str, Any]:
     if spec.get("domain_weights"):
         body["domain_weights"] = spec["domain_weights"]
     body["verifiers"] = verifiers
-    body["params"] = {k: v for k, v in spec.items() if k not in _SPEC_DATA_KEYS}
+    body["params"] = {
+        k: v
+        for k, v in spec.items()
+        if k not in _SPEC_DATA_KEYS and (param_names is None or k in param_names)
+    }
     return body
 
 

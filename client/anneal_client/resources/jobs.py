@@ -10,7 +10,7 @@ from typing import Any
 
 from anneal_client import _plan
 from anneal_client._errors import SpecFileError
-from anneal_client._plan import Plan, Sleep
+from anneal_client._plan import Plan, Request, Sleep
 from anneal_client.resources._base import AsyncResource, SyncResource, clean, poll
 from anneal_client.resources.datasets import _find as dataset_find
 from anneal_client.specs import job_file, job_spec
@@ -99,8 +99,19 @@ def _wait(
     )
 
 
+def _param_names() -> Plan[set[str] | None]:
+    """The params a launch takes (settings and run limits), as the API's OpenAPI schema lists them."""
+    schema = yield Request("GET", "/api/schema/", params={"format": "json"}, root=True)
+    try:
+        params = schema["components"]["schemas"]["JobLaunchInput"]["properties"]["params"]
+        return set(params["properties"])
+    except (KeyError, TypeError):
+        return None
+
+
 def _spec(job_id: int) -> Plan[dict[str, Any]]:
-    return job_spec((yield from _get(job_id)))
+    job = yield from _get(job_id)
+    return job_spec(job, (yield from _param_names()))
 
 
 def _events_page(
