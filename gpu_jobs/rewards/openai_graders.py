@@ -16,10 +16,16 @@ from dataclasses import dataclass, field
 
 from gpu_jobs.rewards.base import SpecError, validate_spec
 from gpu_jobs.rewards.formula import FormulaError, check_formula
+from gpu_jobs.rewards.openai_templates import (
+    GraderRefused,
+    Ref,
+    content_text,
+    extract_fields_for,
+    judge_text,
+    side_ref,
+)
 
-_TEMPLATE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-_FIELD = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
 KNOWN_KEYS = {
     "string_check": {"type", "name", "input", "reference", "operation"},
     "text_similarity": {"type", "name", "input", "reference", "evaluation_metric", "pass_threshold"},
@@ -84,15 +90,6 @@ def score(row, completion):
 """
 
 
-class GraderRefused(ValueError):
-    """The grader cannot be carried over: ``field`` is the JSON path in the grader, ``message`` says why."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
 @dataclass(frozen=True)
 class Judge:
     """Where a score_model's model runs: the team's deployments by name, or an endpoint the team allowed."""
@@ -109,12 +106,6 @@ class Imported:
     notes: list[str] = field(
         default_factory=list
     )  # what the user should know (pass_threshold kept aside ...)
-
-
-@dataclass(frozen=True)
-class _Ref:
-    kind: str  # "completion", "json" (a field of the completion's JSON), "item" (a row field), "text"
-    value: str = ""
 
 
 def convert_grader(grader: object, *, judge: Judge | None = None) -> Imported:
@@ -175,46 +166,10 @@ def _text(grader: dict, key: str, path: str) -> str:
     return value
 
 
-def _ref(text: str, where: str) -> _Ref:
-    """What a string_check or text_similarity side reads: one template alone, or plain text."""
-    found = list(_TEMPLATE.finditer(text))
-    if not found:
-        return _Ref("text", text)
-    if len(found) > 1 or found[0].group(0) != text.strip():
-        raise GraderRefused(where, "mixes templates and text; Anneal compares one template or one fixed text")
-    return _variable(found[0].group(1), where)
-
-
-def _variable(name: str, where: str) -> _Ref:
-    parts = name.split(".")
-    if parts[0] == "item":
-        if len(parts) != 2 or not _FIELD.match(parts[1]):
-            raise GraderRefused(
-                where, f"{{{{{name}}}}}: only a top-level row field ({{{{item.field}}}}) maps to a column"
-            )
-        return _Ref("item", parts[1])
-    if parts[0] == "sample":
-        if parts[1:] == ["output_text"]:
-            return _Ref("completion")
-        if len(parts) >= 3 and parts[1] == "output_json" and all(parts[2:]):
-            return _Ref("json", ".".join(parts[2:]))
-        raise GraderRefused(
-            where,
-            f"{{{{{name}}}}} is not carried over: use {{{{sample.output_text}}}} or {{{{sample.output_json.<field>}}}}",
-        )
-    raise GraderRefused(where, f"{{{{{name}}}}}: templates read only the item and sample namespaces")
-
-
-def _extract(ref: _Ref) -> dict:
-    if ref.kind == "json":
-        return {"extract": "json_field", "extract_json_field": ref.value}
-    return {"extract": "none"}
-
-
-def _sides(grader: dict, path: str) -> tuple[_Ref, _Ref, str]:
+def _sides(grader: dict, path: str) -> tuple[Ref, Ref, str]:
     """(the completion's side, the other side, the other side's key), either way round."""
-    first = _ref(_text(grader, "input", path), _at(path, "input"))
-    second = _ref(_text(grader, "reference", path), _at(path, "reference"))
+    first = side_ref(_text(grader, "input", path), _at(path, "input"))
+    second = side_ref(_text(grader, "reference", path), _at(path, "reference"))
     sample_kinds = ("completion", "json")
     if first.kind in sample_kinds and second.kind not in sample_kinds:
         return first, second, "reference"
@@ -251,7 +206,7 @@ def _string_check(grader: dict, path: str) -> dict:
             "collapse_whitespace": False,
             "ignore_punctuation": False,
             "unicode_form": "none",
-            **_extract(sample),
+            **extract_fields_for(sample),
         }
     else:
         if not other.value:
@@ -261,7 +216,7 @@ def _string_check(grader: dict, path: str) -> dict:
             "pattern": re.escape(other.value),
             "match": "search" if operation in ("like", "ilike") else "fullmatch",
             "ignore_case": not exact,
-            **_extract(sample),
+            **extract_fields_for(sample),
         }
     if operation == "ne":
         return {
@@ -302,7 +257,12 @@ def _text_similarity(grader: dict, path: str, notes: list[str]) -> dict:
         notes.append(
             f"{where} cosine: Anneal embeds with all-MiniLM-L6-v2, not text-embedding-3-large; the scores differ"
         )
-        return {"type": "embedding", "reference_field": other.value, "min_cosine": 0, **_extract(sample)}
+        return {
+            "type": "embedding",
+            "reference_field": other.value,
+            "min_cosine": 0,
+            **extract_fields_for(sample),
+        }
     anneal_metric, tokenize = METRICS[metric]
     return {
         "type": "similarity",
@@ -310,43 +270,8 @@ def _text_similarity(grader: dict, path: str, notes: list[str]) -> dict:
         "tokenize": tokenize,
         "reference_field": other.value,
         "min_score": 0,
-        **_extract(sample),
+        **extract_fields_for(sample),
     }
-
-
-def _judge_text(text: str, where: str, fields: dict[str, str]) -> str:
-    """``text`` with its templates as model_judge placeholders and its own braces doubled."""
-    out, last = [], 0
-    for found in _TEMPLATE.finditer(text):
-        out.append(text[last : found.start()].replace("{", "{{").replace("}", "}}"))
-        ref = _variable(found.group(1), where)
-        if ref.kind == "completion":
-            out.append("{completion}")
-        elif ref.kind == "item":
-            fields.setdefault(ref.value, where)
-            if len(fields) > 1:
-                first, second = list(fields)[:2]
-                raise GraderRefused(
-                    where, f"a judge fills in one row field; this grader reads item.{first} and item.{second}"
-                )
-            out.append("{reference}")
-        else:
-            raise GraderRefused(where, "the judge reads the completion as text: use {{sample.output_text}}")
-        last = found.end()
-    out.append(text[last:].replace("{", "{{").replace("}", "}}"))
-    return "".join(out)
-
-
-def _content(content: object, where: str) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, dict):
-        if content.get("type") in ("input_text", "output_text") and isinstance(content.get("text"), str):
-            return content["text"]
-        raise GraderRefused(where, f"only text reaches the judge, not {content.get('type')!r} content")
-    if isinstance(content, list) and content:
-        return "\n".join(_content(part, f"{where}[{index}]") for index, part in enumerate(content))
-    raise GraderRefused(where, "must be text or text content parts")
 
 
 def _score_model(grader: dict, path: str, judge: Judge, notes: list[str]) -> dict:
@@ -378,7 +303,9 @@ def _score_model(grader: dict, path: str, judge: Judge, notes: list[str]) -> dic
         role = message.get("role")
         if role not in ("system", "developer", "user", "assistant"):
             raise GraderRefused(f"{where}.role", "must be system, developer, user or assistant")
-        text = _judge_text(_content(message.get("content"), f"{where}.content"), f"{where}.content", fields)
+        text = judge_text(
+            content_text(message.get("content"), f"{where}.content"), f"{where}.content", fields
+        )
         # Open models' chat templates know system, not developer: the same place in the instruction order.
         converted.append({"role": "system" if role == "developer" else role, "content": text})
     if not any("{completion}" in message["content"] for message in converted):
