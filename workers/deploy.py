@@ -98,6 +98,7 @@ def serving_argv(
             sys.executable,
             *("-m", "gpu_jobs.serving", "--model", model_dir, "--tier", tier, "--host", HOST),
             *("--port", str(port), "--served-name", served_name, "--max-concurrency", str(max_concurrency)),
+            *("--prefix-cache-mb", str(settings.DEPLOY_PREFIX_CACHE_MB)),
         ]
     if sys.platform != "linux":
         return command

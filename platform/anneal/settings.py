@@ -256,6 +256,9 @@ DEPLOY_REPLICA_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_REPLICA_HEARTBEAT_TIMEOUT_S
 DEPLOY_BATCH_MAX_LINES = env_int("ANNEAL_BATCH_MAX_LINES", 50_000, minimum=1, maximum=10_000_000)
 # Replicas run the CPU server (gpu_jobs.serving, transformers) or, on GPU hosts, vLLM's OpenAI server.
 DEPLOY_SERVING_BACKEND = env_choice("ANNEAL_SERVING_BACKEND", "cpu", ("cpu", "vllm"))
+# MiB each CPU replica keeps for the KV cache of prompt prefixes that requests share (0: off; vLLM manages its
+# own, in GPU memory).
+DEPLOY_PREFIX_CACHE_MB = env_int("ANNEAL_PREFIX_CACHE_MB", 512, minimum=0, maximum=1_000_000)
 # What Django reads into memory as request.body or form fields: enough for the largest /v1 request allowed.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(int(2.5 * 1024 * 1024), DEPLOY_MAX_REQUEST_KB * 1024)
 

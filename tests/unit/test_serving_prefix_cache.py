@@ -257,3 +257,21 @@ def test_the_health_route_reports_the_counters(base):
         counters = client.get("/health", headers=headers).json()["prefix_cache"]
     assert counters["hits"] == 1 and counters["misses"] == 1
     assert 0 < counters["bytes"] <= counters["capacity_bytes"] == 4 * MB and counters["hit_tokens"] >= 64
+
+
+def test_replicas_get_the_prefix_cache_setting(settings):
+    from gpu_jobs.serving.__main__ import parse_args
+    from workers.deploy import serving_argv
+
+    settings.DEPLOY_PREFIX_CACHE_MB = 96
+    argv = serving_argv(model_dir="/m", tier="batch", port=5000, served_name="x", max_concurrency=2)
+    args = parse_args(argv[argv.index("--model") :])
+    assert args.prefix_cache_mb == 96 and args.tier == "batch"
+    assert (
+        parse_args(
+            ["--model", "/m", "--tier", "standard", "--port", "1", "--served-name", "x"]
+        ).prefix_cache_mb
+        > 0
+    )
+    with pytest.raises(SystemExit):
+        parse_args([*argv[argv.index("--model") :], "--prefix-cache-mb", "-1"])
