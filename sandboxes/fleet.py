@@ -73,11 +73,18 @@ def in_flight(redis: Redis, *, team: str) -> int:
     return redis.zcount(_team_key(team), time.time(), "+inf")
 
 
-def record(redis: Redis, *, backend: str, results: list[dict]) -> None:
-    """Add a finished batch's runs (RunResult dicts) to `backend`'s statistics."""
+WHERE = ("local", "remote")
+
+
+def record(redis: Redis, *, backend: str, results: list[dict], where: str = "remote") -> None:
+    """Add a finished batch's runs (RunResult dicts) to `backend`'s statistics. `where`: "remote" for a
+    sandbox host's batch, "local" for one a client ran in its own process (SANDBOX_EXECUTION=local)."""
     if not results:
         return
+    if where not in WHERE:
+        raise ValueError(f"where must be one of {WHERE}, got {where!r}")
     pipe = redis.pipeline(transaction=False)
+    pipe.hincrby(f"{PREFIX}stats:{backend}:where", where, len(results))
     for result in results:
         pipe.hincrby(f"{PREFIX}stats:{backend}:status", result["status"], 1)
     pipe.lpush(f"{PREFIX}stats:{backend}:latency", *[round(float(r["duration_s"]), 5) for r in results])
@@ -94,7 +101,8 @@ def _percentile(values: list[float], fraction: float) -> float | None:
 
 
 def snapshot(redis: Redis, *, queue: str = "sandbox") -> dict:
-    """{"queue_depth": int, "backends": {name: {runs, by_status, sandbox_error_rate, failure_rate,
+    """{"queue_depth": int, "backends": {name: {runs, local_runs, remote_runs, by_status, sandbox_error_rate,
+    failure_rate,
     p50_ms, p99_ms, window}}} over everything recorded (latency over the latest LATENCY_WINDOW runs)."""
     backends = {}
     for raw in sorted(redis.smembers(f"{PREFIX}stats:backends")):
@@ -105,9 +113,13 @@ def snapshot(redis: Redis, *, queue: str = "sandbox") -> dict:
         }
         latencies = [float(x) for x in redis.lrange(f"{PREFIX}stats:{name}:latency", 0, -1)]
         runs = sum(counts.values())
+        local = int(redis.hget(f"{PREFIX}stats:{name}:where", "local") or 0)
         p50, p99 = _percentile(latencies, 0.5), _percentile(latencies, 0.99)
         backends[name] = {
             "runs": runs,
+            # Runs recorded before `where` was kept were all a host's.
+            "local_runs": local,
+            "remote_runs": runs - local,
             "by_status": counts,
             # The sandbox failing (not the program): what an operator is paged for.
             "sandbox_error_rate": round(counts.get(Status.SANDBOX_ERROR, 0) / runs, 4) if runs else 0.0,

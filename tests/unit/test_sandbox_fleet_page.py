@@ -50,3 +50,26 @@ def test_the_staff_health_view_carries_the_fleet_figures(client):
     figures = check["detail"]["fleet"]
     assert "queue_depth" in figures
     assert figures["backends"]["bwrap"]["p50_ms"] is not None
+
+
+def test_local_runs_count_beside_the_hosts_runs(client, owner, settings):
+    """SANDBOX_EXECUTION=local runs a batch in the caller's process: it is counted too, apart from a host's."""
+    from sandboxes.client import SandboxClient
+    from sandboxes.types import RunRequest
+
+    user, _ = owner
+    backend = "bwrap"
+    store = fleet_redis()
+    before = fleet.snapshot(store)["backends"].get(backend, {"local_runs": 0, "remote_runs": 0})
+    sandbox = SandboxClient(mode="local", backend=backend, result_backend_url=settings.REDIS_URL)
+    results = sandbox.run_many(
+        [RunRequest(language="python", code="print(1)"), RunRequest(language="python", code="print(2)")]
+    )
+    assert [r.stdout.strip() for r in results] == ["1", "2"]
+    fleet.record(store, backend=backend, results=[{"status": "ok", "duration_s": 0.002}])  # a host's batch
+    after = fleet.snapshot(store)["backends"][backend]
+    assert after["local_runs"] - before["local_runs"] == 2
+    assert after["remote_runs"] - before["remote_runs"] == 1
+    client.force_login(user)
+    page = client.get(reverse("sandbox-fleet")).content.decode()
+    assert f'<td class="local-runs">{after["local_runs"]}</td>' in page

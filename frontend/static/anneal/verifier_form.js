@@ -33,6 +33,8 @@
     var fieldset = activeFieldset();
     if (!fieldset) return out;
     fieldset.querySelectorAll("[data-spec]").forEach(function (input) {
+      var holder = input.closest("[data-show-when]");
+      if (holder && holder.hidden) return;  // e.g. the tag to extract while extraction is off
       var name = input.dataset.spec;
       var widget = input.dataset.widget;
       if (widget === "checkbox") { out[name] = input.checked; return; }
@@ -92,6 +94,49 @@
     }).catch(function () { status.textContent = "Could not reach the server to check the spec."; });
   }
 
+  // Inputs that matter for one value of another (data-show-when="extract=tag") show only with that value.
+  function showDependents() {
+    form.querySelectorAll("fieldset[data-type] [data-show-when]").forEach(function (holder) {
+      var rule = holder.dataset.showWhen.split("=");
+      var control = holder.closest("fieldset").querySelector('[data-spec="' + rule[0] + '"]');
+      holder.hidden = !!control && control.value !== rule[1];
+    });
+  }
+
+  // The chosen dataset's columns, offered by the inputs that name a column (free text still allowed).
+  var columnsFrom = document.getElementById("columns-from");
+  if (columnsFrom) {
+    var columns = JSON.parse(document.getElementById("dataset-columns-data").textContent);
+    columnsFrom.addEventListener("change", function () {
+      var list = document.getElementById("dataset-columns");
+      list.innerHTML = "";
+      var names = columns[columnsFrom.value] || [];
+      names.forEach(function (column) {
+        var option = document.createElement("option");
+        option.value = column;
+        list.appendChild(option);
+      });
+      form.querySelectorAll("[data-column-chips]").forEach(function (chips) {
+        chips.textContent = "Columns: ";
+        names.forEach(function (column) {
+          var chip = document.createElement("button");
+          chip.type = "button";
+          chip.className = "chip";
+          chip.dataset.column = column;
+          chip.textContent = column;
+          chips.appendChild(chip);
+        });
+      });
+    });
+  }
+  form.addEventListener("click", function (event) {
+    var chip = event.target.closest("[data-column]");
+    if (!chip) return;
+    var input = document.getElementById(chip.parentNode.dataset.columnChips);
+    input.value = chip.dataset.column;
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+  });
+
   function update() {
     form.querySelectorAll("fieldset[data-type]").forEach(function (fieldset) {
       var active = fieldset.dataset.type === typeSelect.value;
@@ -99,6 +144,7 @@
       // Hidden types' inputs are not sent: only the chosen type's fields make the spec.
       fieldset.disabled = !active;
     });
+    showDependents();
     var current = spec();
     var shown = Object.assign({}, current);
     delete shown.__json_error;

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from anneal.accounts.scope import page_team
 from anneal.accounts.selectors import can_write
 from anneal.datasets.forms import MappingForm, PackForm, SplitForm, UploadForm
+from anneal.datasets.length_page import length_context
 from anneal.datasets.models import Dataset, DatasetUpload, DatasetVersion, UploadState
 from anneal.datasets.pack_catalogue import offered_tasks
 from anneal.datasets.pack_services import domain_pack_create
@@ -78,6 +79,10 @@ def dataset_upload(request):
                 form_show_errors(form, exc, fields=UploadForm.SERVICE_FIELDS)
                 too_large = isinstance(exc, FileTooLarge)
             else:
+                messages.success(
+                    request,
+                    f"Uploaded {form.cleaned_data['file'].name}: its rows are being read and checked here.",
+                )
                 url = reverse("upload-detail", args=[upload.pk])
                 return JsonResponse({"redirect": url}) if _wants_json(request) else redirect(url)
         if _wants_json(request):
@@ -146,6 +151,7 @@ def upload_map(request, pk: int):
         except InputError as exc:
             form_show_errors(form, exc, fields=MappingForm.SERVICE_FIELDS)
         else:
+            messages.success(request, "Columns saved: every row is being checked against them.")
             return redirect("upload-detail", pk=upload.pk)
     context = {
         "section": "datasets",
@@ -224,6 +230,7 @@ def _detail_context(request, dataset, versions, chosen, split_form) -> dict:
         "split_form": split_form,
         "jobs": Job.objects.filter(dataset_version__dataset=dataset).select_related("dataset_version")[:10],
         "can_write": can_write(request.user, dataset.team),
+        **(length_context(request, dataset=dataset, version=chosen) if chosen and preview is not None else {}),
     }
 
 

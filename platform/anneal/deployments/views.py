@@ -102,6 +102,10 @@ def deployment_new(request):
             except InputError as exc:
                 form_show_errors(form, exc)
             else:
+                messages.success(
+                    request,
+                    f"Deploying '{deployment.name}': the regression gate runs first, then its replicas start.",
+                )
                 return redirect("deployment-detail", pk=deployment.pk)
     else:
         form = DeployForm(team=team, initial={"checkpoint": request.GET.get("checkpoint")})

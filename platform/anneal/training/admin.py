@@ -115,3 +115,18 @@ class CheckpointAdmin(admin.ModelAdmin):
 class TeamLimitsAdmin(admin.ModelAdmin):
     list_display = ["team", "max_running_jobs", "max_devices"]
     search_fields = ["team__name"]
+
+
+def _unregister_dash_internals() -> None:
+    """django_plotly_dash registers its own bookkeeping (DashApp, StatelessApp): rows operators never edit, and
+    editing them breaks the dashboards. Its admin module runs before this one (INSTALLED_APPS order)."""
+    from django.apps import apps
+
+    if not apps.is_installed("django_plotly_dash"):
+        return
+    for model in apps.get_app_config("django_plotly_dash").get_models():
+        if admin.site.is_registered(model):
+            admin.site.unregister(model)
+
+
+_unregister_dash_internals()

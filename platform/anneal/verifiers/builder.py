@@ -13,6 +13,20 @@ from gpu_jobs.rewards.base import SpecField
 # Fields whose text box holds one item per line rather than JSON.
 LINE_LIST_FIELDS = ("required", "forbidden", "compare_fields")
 LONG_TEXT_FIELDS = ("code", "rubric", "tests", "formula")
+# Inputs that matter only for one value of another input of the same type: shown only then.
+SHOWN_WHEN = {
+    "extract_tag": ("extract", "tag"),
+    "extract_json_field": ("extract", "json_field"),
+    "formula": ("mode", "formula"),
+}
+
+
+def names_a_column(field: SpecField) -> bool:
+    """A text input naming a column of the dataset's rows (reference_field, tests_field, ...): offered as a
+    pick list of the chosen dataset's columns. extract_json_field names a key in the completion instead."""
+    return (
+        field.name.endswith("_field") and field.name != "extract_json_field" and widget_for(field) == "text"
+    )
 
 
 def widget_for(field: SpecField) -> str:
@@ -131,9 +145,13 @@ def builder_sections(
     sections = []
     for kind, cls in VERIFIER_TYPES.items():
         source = spec if spec and spec.get("type") == kind else {}
+        defaults = {f.name: source.get(f.name, None if f.required else f.default) for f in cls.fields}
         inputs = []
         for field in cls.fields:
             value = source.get(field.name, None if field.required else field.default)
+            controller, wanted = SHOWN_WHEN.get(field.name, (None, None))
+            if controller not in defaults:
+                controller = None
             inputs.append(
                 {
                     "name": field.name,
@@ -149,6 +167,9 @@ def builder_sections(
                     "checked": bool(value) if widget_for(field) == "checkbox" else False,
                     "errors": errors.get(field.name, []) if kind == chosen else [],
                     "suggestions": suggestions.get(field.name, []) if widget_for(field) == "text" else [],
+                    "column": names_a_column(field),
+                    "shown_when": f"{controller}={wanted}" if controller else "",
+                    "hidden": bool(controller) and str(defaults[controller]) != wanted,
                 }
             )
         sections.append({"type": kind, "summary": cls.summary, "inputs": inputs, "chosen": kind == chosen})

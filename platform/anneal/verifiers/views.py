@@ -61,18 +61,23 @@ def _builder_context(*, request, team, form: VerifierForm, spec: dict | None, ve
         .select_related("dataset")
         .order_by("dataset__name", "-number")
     )
+    shown = list(versions[:50])
+    newest = max(shown, key=lambda v: v.created_at, default=None)
     return {
         "section": "verifiers",
         "form": form,
         "team": team,
         "verifier": verifier,
+        # The newest dataset's columns are offered first: the one just uploaded is the one to check.
+        "columns_version": newest,
+        "dataset_columns": {str(v.pk): v.columns for v in shown},
         "chosen_type": chosen,
         "sections": builder_sections(
             chosen=chosen, spec=spec, errors=form.spec_errors, suggestions=_suggestions(team)
         ),
         "spec_preview": json.dumps(spec or {"type": chosen}, indent=2),
         "catalogue": verifier_type_catalogue(),
-        "dataset_versions": versions[:50],
+        "dataset_versions": shown,
     }
 
 
@@ -104,6 +109,7 @@ def verifier_new(request):
             ),
         )
         if verifier is not None:
+            messages.success(request, f"Created verifier '{verifier.name}' (version 1).")
             return redirect("verifier-detail", pk=verifier.pk)
     return render(
         request, "verifiers/form.html", _builder_context(request=request, team=team, form=form, spec=spec)
