@@ -223,15 +223,31 @@ def _tiny_config() -> dict:
     }
 
 
+def _tiny_long_config() -> dict:
+    from gpu_jobs.tiny_long_model import RECIPE
+
+    return {
+        **_tiny_config(),
+        "hidden_size": RECIPE.hidden_size,
+        "num_hidden_layers": RECIPE.num_hidden_layers,
+        "num_attention_heads": RECIPE.num_attention_heads,
+        "intermediate_size": RECIPE.intermediate_size,
+        "max_position_embeddings": RECIPE.max_position_embeddings,
+    }
+
+
 def model_folder(name: str, *, store: Path) -> Path | None:
     """Where the store keeps (or will keep) model ``name``; None for a hub id."""
-    from gpu_jobs.model_store import TINY
+    from gpu_jobs.model_store import TINY, TINY_LONG
     from gpu_jobs.smollm import SMOLLM2_NAME, smollm2_dir
+    from gpu_jobs.tiny_long_model import tiny_long_model_dir
     from gpu_jobs.tiny_model import tiny_model_dir
 
     store = Path(store)
     if name == TINY:
         return tiny_model_dir(store)
+    if name == TINY_LONG:
+        return tiny_long_model_dir(store)
     if name == SMOLLM2_NAME:
         return smollm2_dir(store)
     if name.startswith("/"):
@@ -244,7 +260,7 @@ def model_folder(name: str, *, store: Path) -> Path | None:
 def model_shape(name: str, *, store: Path) -> ModelShape | None:
     """The shape of the store's model ``name`` without building or loading it; None for a hub id (not on
     this machine). Preconditions: ``check_model`` accepted the name."""
-    from gpu_jobs.model_store import TINY
+    from gpu_jobs.model_store import TINY, TINY_LONG
     from gpu_jobs.smollm import SMOLLM2_NAME
 
     folder = model_folder(name, store=Path(store))
@@ -254,4 +270,6 @@ def model_shape(name: str, *, store: Path) -> ModelShape | None:
         return ModelShape.from_config(_SMOLLM2_135M, parameters=134_515_008)
     if name == TINY:
         return ModelShape.from_config(_tiny_config())
+    if name == TINY_LONG:
+        return ModelShape.from_config(_tiny_long_config())
     return None

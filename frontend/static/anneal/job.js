@@ -111,6 +111,8 @@
     else if (event.kind === "checkpoint") onCheckpoint(p, event);
     else if (event.kind === "log") addLog(event, logLevel(p.level), p.message || "");
     else if (event.kind === "alarm") onAlarm(p, event);
+    // Panels drawn by other scripts (job_length.js) follow the same events.
+    document.dispatchEvent(new CustomEvent("anneal:job-event", { detail: event }));
     if (caughtUp) {
       scheduleFlush();
       maybeStop();

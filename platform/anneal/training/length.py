@@ -26,7 +26,7 @@ from anneal.datasets.models import DatasetVersion
 from anneal.datasets.storage import read_rows
 from anneal.errors import InputError
 from gpu_jobs.memory import GIB, MemoryEstimate, ModelShape, model_folder, model_shape, training_memory
-from gpu_jobs.model_store import TINY
+from gpu_jobs.model_store import TINY, TINY_LONG
 from gpu_jobs.prompt_length import (
     PromptTooLong,
     TokenCodec,
@@ -46,7 +46,7 @@ def launch_codec(model: str) -> TokenCodec:
     codec = codec_from_folder(folder) if folder is not None else None
     if codec is not None:
         return codec
-    if model == TINY:
+    if model in (TINY, TINY_LONG):  # one token per byte: exact before the model is built
         return TokenCodec(encode=byte_codec().encode, decode=byte_codec().decode, exact=True)
     return byte_codec()
 
