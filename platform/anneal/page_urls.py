@@ -10,6 +10,7 @@ from anneal.accounts.login import SignInView
 from anneal.datasets import views as datasets
 from anneal.deployments import views as deployments
 from anneal.glossary import glossary
+from anneal.guide import example_create_view
 from anneal.sandboxes_view import sandbox_fleet
 from anneal.training import launch_views
 from anneal.training import views as training
@@ -18,6 +19,7 @@ from anneal.verifiers.import_views import verifier_import_page
 
 urlpatterns = [
     path("", accounts.home, name="home"),
+    path("guide/example/", example_create_view, name="guide-example"),
     path("login/", SignInView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("team/", accounts.team_switch, name="team-switch"),

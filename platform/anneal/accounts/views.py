@@ -14,6 +14,7 @@ from anneal.accounts.scope import SESSION_KEY, page_team
 from anneal.accounts.selectors import can_write, role_in, teams_for
 from anneal.accounts.services import api_token_create, api_token_revoke
 from anneal.datasets.models import Dataset, DatasetUpload
+from anneal.guide import guide_steps
 from anneal.pages import writable_team
 from anneal.training.models import Job, JobState
 from anneal.verifiers.models import Verifier
@@ -41,7 +42,9 @@ def home(request):
             verifiers=Verifier.objects.filter(team=team).prefetch_related("versions")[:RECENT],
             verifier_count=Verifier.objects.filter(team=team).count(),
             uploads=DatasetUpload.objects.filter(team=team)[:3],
+            guide=guide_steps(team),
         )
+        context["guide_done"] = all(step["done"] for step in context["guide"])
     return render(request, "home.html", context)
 
 
