@@ -117,6 +117,15 @@ def verifier_spec(path: str | Path) -> dict[str, Any]:
     raise SpecFileError(f"{path}: spec: required (or a bare spec with a type)")
 
 
+def grader_file(path: str | Path) -> dict[str, Any]:
+    """An OpenAI grader (``{"type": "string_check", ...}``), bare or under a ``grader`` key."""
+    doc = load_mapping(path)
+    grader = doc.get("grader", doc)
+    if not isinstance(grader, dict) or "type" not in grader:
+        raise SpecFileError(f"{path}: type: required (an OpenAI grader: string_check, text_similarity, ...)")
+    return grader
+
+
 def samples_file(path: str | Path) -> list[dict[str, Any]]:
     """Preview samples, ``{"row": {...}, "completion": "..."}`` each: JSON Lines, or a YAML/JSON list."""
     if str(path).endswith(".jsonl"):

@@ -112,6 +112,13 @@ class Verifier(Model):
 
 
 @dataclass
+class ImportedVerifier(Verifier):
+    """A verifier made from an OpenAI grader, with what was carried over differently (by grader path)."""
+
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class PreviewResult(Model):
     score: float = 0.0
     parts: dict[str, float] = field(default_factory=dict)

@@ -101,6 +101,21 @@ def test_login_upload_and_verifiers_as_files(stack, user):
     )
     assert [r["score"] for r in scored] == [1.0, 0.0]
 
+    # An OpenAI grader comes in as a verifier; refusals name the grader's path (docs: openai-graders).
+    grader = {
+        "type": "string_check",
+        "name": "exact answer",
+        "input": "{{sample.output_text}}",
+        "reference": "{{item.answer}}",
+        "operation": "eq",
+    }
+    (home / "grader.json").write_text(json.dumps(grader))
+    imported = json.loads(anneal("verifiers", "import", str(home / "grader.json"), "--json").stdout)
+    assert imported["name"] == "exact answer" and imported["versions"][0]["number"] == 1
+    (home / "bad-grader.json").write_text(json.dumps({**grader, "operation": "telepathy"}))
+    refused = anneal("verifiers", "import", str(home / "bad-grader.json"), code=1)
+    assert "grader.operation" in refused.stderr and "(HTTP 400)" in refused.stderr
+
     # The API's refusals arrive as exceptions with its status, field and message.
     with pytest.raises(BadRequestError) as bad:
         user["client"].verifiers.create(name="weird", spec={"type": "telepathy"})

@@ -119,3 +119,45 @@ def test_api_errors_print_the_message_and_each_field(home, monkeypatch):
     assert result.exit_code == 1
     assert "(HTTP 400)" in result.stderr and "params.max_steps: must be at least 1" in result.stderr
     assert "  domain_weights: must sum to 1" in result.stderr
+
+
+def test_the_watch_view_shows_steps_eta_reward_pass_rates_rollout_and_alarms():
+    from rich.console import Console
+
+    from anneal_client.cli.watch import WatchState, line_for, render
+    from anneal_client.types import Job, JobEvent
+
+    view = WatchState(Job.from_api({"id": 4, "name": "adder", "state": "queued", "max_steps": 10, "step": 0}))
+    events = [
+        ("state", {"state": "running"}, "10:00:00"),
+        ("metric", {"step": 1, "reward": 0.25, "pass_rate/sums": 0.5, "pass_rate/code": 0.1}, "10:00:10"),
+        (
+            "rollout",
+            {"step": 1, "prompt": "12+45=", "completion": "57", "reward": 1.0, "reason": "exact"},
+            "10:00:10",
+        ),
+        ("metric", {"step": 3, "reward": 0.5, "pass_rate/sums": 0.75}, "10:00:30"),
+        ("alarm", {"name": "no_signal", "step": 3, "message": "no learning signal"}, "10:00:30"),
+    ]
+    lines = []
+    for seq, (kind, payload, at) in enumerate(events, start=1):
+        event = JobEvent.from_api(
+            {"seq": seq, "kind": kind, "payload": payload, "created_at": f"2026-12-01T{at}Z"}
+        )
+        view.observe(event)
+        lines.append(line_for(view, event))
+    # Two steps took 20 s on the server's clock: seven to go, 70 s.
+    assert view.eta_seconds() == 70
+    assert lines == [
+        "state running",
+        "step 1/10  reward 0.250  pass rate code=0.10 sums=0.50  ETA --:--",
+        None,
+        "step 3/10  reward 0.500  pass rate code=0.10 sums=0.75  ETA 0:01:10",
+        "ALARM no_signal at step 3: no learning signal",
+    ]
+    console = Console(width=100, record=True, force_terminal=True)
+    console.print(render(view))
+    screen = console.export_text()
+    assert "step 3/10" in screen and "ETA 0:01:10" in screen and "pass rate sums  0.75" in screen
+    assert "latest rollout (step 1)" in screen and "completion: 57" in screen
+    assert "ALARM no_signal at step 3" in screen

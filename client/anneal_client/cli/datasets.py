@@ -47,18 +47,14 @@ def list_(ctx: Context, as_json: bool) -> None:
 @group.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--name", help="The dataset's name (default: the file's name without extensions).")
-@click.option("--prompt-field", default="prompt", show_default=True, help="The column holding the prompt.")
-@click.option(
-    "--answer-field", default="answer", show_default=True, help="The reference answer; '' for none."
-)
-@click.option("--tests-field", default="", help="The column holding tests (one or a list).")
-@click.option("--domain-field", default="", help="The column naming each row's domain.")
-@click.option("--difficulty-field", default="", help="The column holding each row's difficulty.")
-@click.option(
-    "--prompt-format", type=click.Choice(["auto", "text", "chat"]), default="auto", show_default=True
-)
-@click.option("--metadata-fields", default="", help="Comma-separated columns to keep; default: every column.")
-@click.option("--tokenizer", default="tiny", show_default=True, help="Whose tokens the statistics count.")
+@click.option("--prompt-field", help="The column holding the prompt (server default: prompt).")
+@click.option("--answer-field", help="The reference answer (server default: answer; '' for none).")
+@click.option("--tests-field", help="The column holding tests (one or a list).")
+@click.option("--domain-field", help="The column naming each row's domain.")
+@click.option("--difficulty-field", help="The column holding each row's difficulty.")
+@click.option("--prompt-format", help="auto, text or chat (server default: auto).")
+@click.option("--metadata-fields", help="Comma-separated columns to keep (server default: every column).")
+@click.option("--tokenizer", help="Whose tokens the statistics count (server default: tiny).")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the ingest to finish.")
 @click.option("--accept", is_flag=True, help="If some rows are bad, keep the valid ones as a version.")
 @json_option

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from anneal_client.cli.context import Context, json_option, pass_context, print_json, show, table
-from anneal_client.specs import dump, samples_file, verifier_files, verifier_spec
+from anneal_client.specs import dump, grader_file, samples_file, verifier_files, verifier_spec
 
 
 @click.group("verifiers")
@@ -100,6 +100,37 @@ def preview(ctx: Context, spec: Path, samples: Path, as_json: bool) -> None:
 def _short(text: str, width: int = 40) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@group.command("import")
+@click.argument("grader", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--name", default="", help="The verifier's name (default: the grader's).")
+@click.option(
+    "--judge-endpoint", default="", help="score_model: an allowed endpoint (https://host/v1) serving it."
+)
+@click.option("--judge-api-key-secret", default="", help="score_model: the team secret holding its key.")
+@json_option
+@pass_context
+def import_(
+    ctx: Context, grader: Path, name: str, judge_endpoint: str, judge_api_key_secret: str, as_json: bool
+) -> None:
+    """Make a verifier from an OpenAI fine-tuning grader (JSON or YAML: string_check, text_similarity,
+    score_model, python, multi). Export it afterwards to keep it in Git as an Anneal spec."""
+    imported = ctx.client.verifiers.import_openai(
+        grader_file(grader),
+        name=name,
+        judge_endpoint=judge_endpoint,
+        judge_api_key_secret=judge_api_key_secret,
+    )
+
+    def text() -> None:
+        latest = imported.latest_version
+        kind = latest.spec.get("type") if latest else "?"
+        ctx.out.print(f"imported as verifier {imported.id} ({imported.name}, {kind})", markup=False)
+        for note in imported.notes:
+            ctx.out.print(f"  note: {note}", markup=False)
+
+    show(ctx, imported, as_json, text)
 
 
 @group.command()

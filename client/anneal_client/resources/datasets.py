@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from anneal_client import _plan
+from anneal_client._errors import AnnealError
 from anneal_client._plan import Plan, Request
 from anneal_client.resources._base import AsyncResource, SyncResource, clean, poll
 from anneal_client.types import Dataset, DatasetVersion, Upload
@@ -46,30 +47,30 @@ class _CountingFile:
         return self._file.fileno()
 
 
-def mapping_fields(
-    *,
-    prompt_field: str = "prompt",
-    answer_field: str = "answer",
-    tests_field: str = "",
-    domain_field: str = "",
-    difficulty_field: str = "",
-    prompt_format: str = "auto",
-    metadata_fields: str | list[str] = "",
-    tokenizer: str = "tiny",
-) -> dict[str, str]:
-    """Which column is which, as the upload endpoint takes it."""
-    if isinstance(metadata_fields, list):
-        metadata_fields = ",".join(metadata_fields)
-    return {
-        "prompt_field": prompt_field,
-        "answer_field": answer_field,
-        "tests_field": tests_field,
-        "domain_field": domain_field,
-        "difficulty_field": difficulty_field,
-        "prompt_format": prompt_format,
-        "metadata_fields": metadata_fields,
-        "tokenizer": tokenizer,
-    }
+MAPPING_FIELDS = (
+    "prompt_field",
+    "answer_field",
+    "tests_field",
+    "domain_field",
+    "difficulty_field",
+    "prompt_format",
+    "metadata_fields",
+    "tokenizer",
+)
+
+
+def mapping_fields(**given: Any) -> dict[str, str]:
+    """Which column is which, as the upload endpoint takes it. Only what the caller gave is sent: the
+    server's defaults (prompt, answer, format detection) apply to the rest."""
+    unknown = sorted(set(given) - set(MAPPING_FIELDS))
+    if unknown:
+        raise AnnealError(f"{unknown[0]}: not a mapping field (one of {', '.join(MAPPING_FIELDS)})")
+    out = {}
+    for key, value in given.items():
+        if value is None:
+            continue
+        out[key] = ",".join(value) if isinstance(value, list | tuple) else str(value)
+    return out
 
 
 def _upload(

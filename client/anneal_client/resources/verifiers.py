@@ -13,7 +13,7 @@ from anneal_client._errors import AnnealError
 from anneal_client._plan import Plan, Request
 from anneal_client.resources._base import AsyncResource, SyncResource
 from anneal_client.specs import verifier_files
-from anneal_client.types import PreviewResult, Verifier, VerifierTestCase, VerifierVersion
+from anneal_client.types import ImportedVerifier, PreviewResult, Verifier, VerifierTestCase, VerifierVersion
 
 
 @dataclass
@@ -105,6 +105,21 @@ def _clone(verifier_id: int, name: str) -> Plan[Verifier]:
     return Verifier.from_api((yield from _plan.post(f"/verifiers/{verifier_id}/clone", {"name": name})))
 
 
+def _import_openai(body: dict[str, Any]) -> Plan[ImportedVerifier]:
+    return ImportedVerifier.from_api((yield from _plan.post("/verifiers/import", body)))
+
+
+def _import_body(
+    grader: dict[str, Any], name: str, judge_endpoint: str, judge_api_key_secret: str
+) -> dict[str, Any]:
+    return {
+        "grader": grader,
+        "name": name,
+        "judge_endpoint": judge_endpoint,
+        "judge_api_key_secret": judge_api_key_secret,
+    }
+
+
 def _delete(verifier_id: int) -> Plan[None]:
     yield Request("DELETE", f"/verifiers/{verifier_id}")
 
@@ -160,6 +175,18 @@ class Verifiers(SyncResource):
     def types(self) -> builtins.list[dict[str, Any]]:
         return self._run(_plan.get("/verifiers/types"))
 
+    def import_openai(
+        self,
+        grader: dict[str, Any],
+        *,
+        name: str = "",
+        judge_endpoint: str = "",
+        judge_api_key_secret: str = "",
+    ) -> ImportedVerifier:
+        """A verifier from an OpenAI reinforcement fine-tuning grader (string_check, text_similarity,
+        score_model, python, multi); what cannot be carried over is refused naming ``grader.<path>``."""
+        return self._run(_import_openai(_import_body(grader, name, judge_endpoint, judge_api_key_secret)))
+
     def export(self, verifier_id: int, *, version: int | None = None) -> dict[str, Any]:
         """``{name, spec}`` of the latest version (or version number ``version``): what ``apply`` takes."""
         return self._run(_export(verifier_id, version))
@@ -209,6 +236,18 @@ class AsyncVerifiers(AsyncResource):
 
     async def types(self) -> builtins.list[dict[str, Any]]:
         return await self._run(_plan.get("/verifiers/types"))
+
+    async def import_openai(
+        self,
+        grader: dict[str, Any],
+        *,
+        name: str = "",
+        judge_endpoint: str = "",
+        judge_api_key_secret: str = "",
+    ) -> ImportedVerifier:
+        return await self._run(
+            _import_openai(_import_body(grader, name, judge_endpoint, judge_api_key_secret))
+        )
 
     async def export(self, verifier_id: int, *, version: int | None = None) -> dict[str, Any]:
         return await self._run(_export(verifier_id, version))
