@@ -109,6 +109,8 @@ def stage_of(length: int, stages: Sequence[Stage]) -> int:
 
 def stage_bands(lengths: Sequence[int], stages: Sequence[Stage]) -> list[int]:
     """Rows per stage; raises ValueError naming the first stage whose band holds no row."""
+    if not stages:
+        return []
     counts = [0] * len(stages)
     for length in lengths:
         counts[stage_of(length, stages)] += 1

@@ -111,3 +111,13 @@ def test_the_cost_estimate_grows_with_the_prompts(launch, long_rows, world):
     # 64 completions x (8 generated + 0.05 x mean prompt tokens) at the tiny model's default rate, plus 30 s.
     assert cheap["seconds"] == pytest.approx(30 + 20 * 0.0006 * 64 * (8 + 0.05 * 20), abs=0.1)
     assert dear["seconds"] == pytest.approx(30 + 20 * 0.0006 * 64 * (8 + 0.05 * 500), abs=0.1)
+
+
+def test_a_curriculum_stage_without_rows_is_refused_naming_it(launch, long_rows):
+    field, message = refused(
+        lambda: launch(
+            version=long_rows(ROWS), prompts_per_step=2, length_curriculum="25:steps=0.5, 28:steps=0.2, 400"
+        )
+    )
+    assert field == "params.length_curriculum"
+    assert message.startswith("stage 2 has no training row with a prompt of 26 to 28 tokens")

@@ -25,6 +25,7 @@ from django.conf import settings
 from anneal.datasets.models import DatasetVersion
 from anneal.datasets.storage import read_rows
 from anneal.errors import InputError
+from gpu_jobs.curriculum import parse_curriculum, stage_bands
 from gpu_jobs.memory import GIB, MemoryEstimate, ModelShape, model_folder, model_shape, training_memory
 from gpu_jobs.model_store import TINY, TINY_LONG
 from gpu_jobs.prompt_length import (
@@ -86,6 +87,12 @@ def prompt_length_check(
             f"{settings_.prompts_per_step}: raise max_prompt_length, truncate instead of dropping, or lower "
             "prompts_per_step",
             field="params.max_prompt_length",
+        ) from None
+    try:
+        stage_bands(train.lengths, parse_curriculum(settings_.length_curriculum))
+    except ValueError as error:
+        raise InputError(
+            str(error).removeprefix("length_curriculum: "), field="params.length_curriculum"
         ) from None
     held_out = None
     if eval_version is not None:
