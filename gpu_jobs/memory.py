@@ -54,7 +54,8 @@ class ModelShape:
     @classmethod
     def from_config(cls, config: dict, *, parameters: int | None = None) -> ModelShape:
         """From a transformers config.json; ``parameters`` counted elsewhere (else estimated from the shape)."""
-        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+        nested = config.get("text_config")
+        text: dict = nested if isinstance(nested, dict) else config
         hidden = int(text.get("hidden_size") or text.get("n_embd") or text.get("d_model") or 0)
         layers = int(text.get("num_hidden_layers") or text.get("n_layer") or text.get("num_layers") or 0)
         heads = int(text.get("num_attention_heads") or text.get("n_head") or 1)
