@@ -67,9 +67,8 @@ LABELS = {
 
 # Settings whose engine help is jargon or names code: the form's words instead.
 PLAIN_HELP = {
-    "model": "The model to start from. tiny is built here in under a minute and learns two-digit sums on a "
-    "CPU; smollm2-135m-instruct is a small real chat model, imported on first use. Models your team added to "
-    "the model store are listed too.",
+    "model": "The model to start from: tiny learns two-digit sums on a CPU in about a minute; "
+    "smollm2-135m-instruct is a small real chat model (imported on first use); your team's own models too.",
     "max_steps": "How many rounds of training: each takes some prompts, writes completions, scores them and "
     "updates the model. More steps take longer and cost more.",
     "budget": "The most this job may spend, in USD (devices and sandboxes). When reached, the job saves a "
