@@ -370,8 +370,10 @@
   };
   var config = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
-  function lineChart(node, layout, pick) {
-    var series = [], byKey = {}, pending = {}, plotted = false, needsReact = false;
+  // floorAtZero: the y axis starts at 0 while every value is 0 or more (Plotly would draw a flat 0 as -1 to
+  // 1); a negative value, should one come, lifts the floor with a full redraw.
+  function lineChart(node, layout, pick, floorAtZero) {
+    var series = [], byKey = {}, pending = {}, plotted = false, needsReact = false, negative = false;
     return {
       add: function (p) {
         if (typeof p.step !== "number") return;
@@ -386,6 +388,7 @@
           }
           byKey[key].x.push(p.step);
           byKey[key].y.push(p[key]);
+          if (floorAtZero && p[key] < 0 && !negative) { negative = true; needsReact = true; }
           (pending[key] = pending[key] || { x: [], y: [] }).x.push(p.step);
           pending[key].y.push(p[key]);
         });
@@ -403,7 +406,13 @@
           });
           var empty = node.querySelector(".chart-empty");
           if (empty) empty.remove();
-          Plotly.react(node, traces, Object.assign({}, baseLayout, layout), config);
+          var full = Object.assign({}, baseLayout, layout);
+          if (floorAtZero) {
+            full.yaxis = Object.assign({}, full.yaxis, {
+              autorangeoptions: Object.assign({}, full.yaxis.autorangeoptions, negative ? {} : { minallowed: 0 }),
+            });
+          }
+          Plotly.react(node, traces, full, config);
           plotted = true;
           needsReact = false;
         } else {
@@ -450,7 +459,8 @@
       var match = /^rewards\/(.+?)(\/mean)?$/.exec(key);
       if (!match || /\/std$/.test(key)) return null;
       return { trace: { name: match[1], line: { width: 1.6 } } };
-    }
+    },
+    true
   );
   // Training signals, one small panel each, in the order they first arrive (KL only exists with a KL
   // penalty): what drifts first when a policy starts to game its verifier.
