@@ -20,7 +20,10 @@ app.layout = html.Div(
 
 
 def _jobs(user):
-    return Job.objects.filter(team__in=teams_for(user), spec__eval_dataset_version__isnull=False)
+    # A job launched without a held-out set stores null there, which isnull=False would still match.
+    return Job.objects.filter(team__in=teams_for(user), spec__has_key="eval_dataset_version").exclude(
+        spec__eval_dataset_version=None
+    )
 
 
 @app.callback(Output("job", "options"), Output("job", "value"), Input("heatmap", "id"))

@@ -100,3 +100,16 @@ def test_an_empty_heatmap_says_why_instead_of_drawing_arbitrary_axes(runs, launc
         assert figure["data"] == []
         assert figure["layout"]["annotations"][0]["text"].startswith(why)
         assert figure["layout"]["xaxis"]["visible"] is False and figure["layout"]["yaxis"]["visible"] is False
+
+
+def test_a_job_without_a_held_out_set_is_not_offered_for_the_heatmap(runs, launch):
+    plain = launch("plain")
+    assert plain.spec.get("eval_dataset_version") is None
+    options = dash_update(
+        runs["client"],
+        "EvaluationHeatmap",
+        "..job.options...job.value..",
+        [{"id": "heatmap", "property": "id", "value": "heatmap"}],
+    )
+    offered = [option["value"] for option in options["job"]["options"]]
+    assert runs["ours"].pk in offered and plain.pk not in offered
