@@ -10,9 +10,10 @@ long-context packs' prompts, lowercase ASCII, count exactly), same Qwen2 shape (
 period, about 35,000 positions, is well past the window, so far positions stay apart).
 
 The warm-up is supervised, on ``niah_single`` rows (gpu_jobs.long_context) of the shortest length
-only, 256 tokens, with the loss on the answer: it stops once greedy accuracy on a check slice reaches
-``warmup_target_accuracy``, so the model starts with a non-zero score at 256 tokens and a length
-curriculum has something to carry to longer prompts. What the build measured (steps, accuracy at
+only, 256 tokens, the loss on the whole sequence. It was meant to stop once greedy accuracy on a check
+slice reached ``warmup_target_accuracy``, so that the model starts with a non-zero score at 256 tokens;
+it does not get there on a CPU in minutes (see the recipe's comment: 1,000 steps still copy no digit),
+so it is now 20 steps that start the model on the text, and a job starts from about 0% retrieval. What the build measured (steps, accuracy at
 256 and 512 tokens, seconds) is written to ``anneal_recipe.json`` in the folder.
 """
 
@@ -30,7 +31,7 @@ from gpu_jobs.tiny_model import RECIPE_FILE, build_char_tokenizer, ensure_built
 
 # Bump with any change to what gets built (recipe, tokenizer, the warm-up's rows): a store holding another
 # version rebuilds.
-TINY_LONG_MODEL_NAME = "tiny-long-v1"
+TINY_LONG_MODEL_NAME = "tiny-long-v3"
 FOLDER_NAME = "tiny-long"
 WARMUP_FAMILY = "niah_single"
 WARMUP_LENGTH = 256
@@ -47,12 +48,15 @@ class TinyLongRecipe:
     rope_theta: float = 10_000.0
     warmup_batch_size: int = 16
     warmup_learning_rate: float = 2e-3
+    # Short on purpose (one check, at the end): 600 steps (694 s on 2 busy cores) and 1,000 steps with the
+    # loss on the whole sequence both left greedy retrieval at 0% at 256 tokens (the answer's format
+    # learnt, " 7000000", not the copy), so a longer warm-up only slows every first build.
     warmup_target_accuracy: float = 0.3
-    warmup_check_every: int = 25
-    warmup_min_steps: int = 50
-    warmup_max_steps: int = 600
-    check_rows: int = 64
-    eval_rows: int = 100
+    warmup_check_every: int = 20
+    warmup_min_steps: int = 20
+    warmup_max_steps: int = 20
+    check_rows: int = 32
+    eval_rows: int = 32
 
 
 RECIPE = TinyLongRecipe()
