@@ -5,8 +5,10 @@ from anneal.datasets.services import ACCEPTED_NAMES
 
 ROLE_HELP = {
     "prompt_field": "The column the model answers: text, or chat messages (a list of {role, content}).",
-    "answer_field": "The reference answer verifiers compare with (optional).",
-    "tests_field": "Test code for python_tests verifiers: one test or a list (optional).",
+    "answer_field": "The reference answer verifiers compare with (optional); a row with it empty is an error "
+    "unless it has tests.",
+    "tests_field": "Tests for python_tests verifiers (optional): assert scripts, or JSON {stdin, stdout} and "
+    "{call, args, expected} tests, one or a list; each must parse.",
     "domain_field": "Groups rows for statistics and multi-domain jobs (optional).",
     "difficulty_field": "A number or a short label (optional).",
 }
