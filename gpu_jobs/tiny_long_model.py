@@ -102,7 +102,7 @@ def build_tiny_long_model(*, recipe: TinyLongRecipe = RECIPE, seed: int = 0) -> 
         num_attention_heads=recipe.num_attention_heads,
         num_key_value_heads=recipe.num_attention_heads,
         max_position_embeddings=recipe.max_position_embeddings,
-        rope_theta=recipe.rope_theta,
+        rope_parameters={"rope_type": "default", "rope_theta": recipe.rope_theta},
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,

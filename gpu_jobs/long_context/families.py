@@ -161,7 +161,7 @@ def family_row(*, family: str, length: int, seed: int, index: int, count: CountT
     chosen = FAMILIES[family]
     rng = random.Random(f"{family}|{length}|{seed}|{index}")
     sample = chosen.make(rng, length, count)
-    row = {"prompt": sample.prompt, "answer": sample.answer}
+    row: dict[str, object] = {"prompt": sample.prompt, "answer": sample.answer}
     if sample.answers is not None:
         row["answers"] = sample.answers
     row.update(
