@@ -47,7 +47,7 @@ class Server:
 
     # -- routes ----------------------------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        body = {"status": "ok", "tier": self.engine.config.tier, "model": self.served_name}
+        body: dict[str, Any] = {"status": "ok", "tier": self.engine.config.tier, "model": self.served_name}
         if self.engine.load_error:
             return JSONResponse(
                 {**body, "status": "failed", "error": self.engine.load_error}, status_code=503

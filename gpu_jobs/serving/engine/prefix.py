@@ -171,8 +171,9 @@ def reuse(engine: Any, prompt_ids: Sequence[int]) -> tuple[DynamicCache | None, 
     if len(cache.layers) != len(layers):
         return None, 0
     for layer, (keys, values) in zip(cache.layers, layers, strict=True):
-        layer.lazy_initialization(keys, values)
-        layer.keys, layer.values = keys, values
+        full: Any = layer  # full_layers() guaranteed plain keys/values layers when these blocks were kept
+        full.lazy_initialization(keys, values)
+        full.keys, full.values = keys, values
     return cache, length
 
 

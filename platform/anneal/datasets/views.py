@@ -230,7 +230,9 @@ def _detail_context(request, dataset, versions, chosen, split_form) -> dict:
         "split_form": split_form,
         "jobs": Job.objects.filter(dataset_version__dataset=dataset).select_related("dataset_version")[:10],
         "can_write": can_write(request.user, dataset.team),
-        **(length_context(request, dataset=dataset, version=chosen) if chosen and preview is not None else {}),
+        **(
+            length_context(request, dataset=dataset, version=chosen) if chosen and preview is not None else {}
+        ),
     }
 
 
