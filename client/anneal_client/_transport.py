@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Any, TypeVar, cast
 
 import httpx
@@ -54,6 +55,13 @@ class Transport:
             "files": request.files,
         }
 
+    def headers_for(self, request: Request) -> dict[str, str]:
+        """The headers of every try of ``request``. A write carries one Idempotency-Key for all its tries, so
+        a retry after a timeout gets the first answer back instead of creating a second job or upload."""
+        if request.method.upper() in ("GET", "HEAD", "OPTIONS"):
+            return self.headers
+        return {**self.headers, "Idempotency-Key": f"anneal-client-{uuid.uuid4()}"}
+
     def decode(self, response: httpx.Response, request: Request) -> Any:
         if request.text:
             return response.text
@@ -90,9 +98,10 @@ class SyncTransport(Transport):
 
     def request(self, request: Request) -> Any:
         attempt = 0
+        headers = self.headers_for(request)
         while True:
             try:
-                response = self.http.request(**self.arguments(request), headers=self.headers)
+                response = self.http.request(**self.arguments(request), headers=headers)
             except httpx.TransportError as exc:
                 delay = self.next_delay(attempt, None)
                 if delay is None:
@@ -134,9 +143,10 @@ class AsyncTransport(Transport):
 
     async def request(self, request: Request) -> Any:
         attempt = 0
+        headers = self.headers_for(request)
         while True:
             try:
-                response = await self.http.request(**self.arguments(request), headers=self.headers)
+                response = await self.http.request(**self.arguments(request), headers=headers)
             except httpx.TransportError as exc:
                 delay = self.next_delay(attempt, None)
                 if delay is None:

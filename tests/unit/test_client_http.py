@@ -172,3 +172,14 @@ def test_events_resume_from_the_last_seq_after_the_server_failed_for_a_while(ser
     assert seen == list(range(1, 11))
     afters = [int(q["after"]) for _, path, q, _ in server.seen if path.endswith("/events")]
     assert afters == [0, 3, 6, 6, 6, 6, 6, 9]
+
+
+def test_a_retried_write_carries_one_idempotency_key_on_every_try_and_reads_carry_none(server, sleeps):
+    server.routes["/api/v1/jobs/7/cancel"] = [(503, {}, {}), (200, {}, {**JOB, "state": "cancelled"})]
+    server.routes["/api/v1/jobs/7"] = [(200, {}, JOB)]
+    with Anneal(api_key="ann_test", base_url=server.url) as client:
+        assert client.jobs.cancel(7).state == "cancelled"
+        client.jobs.get(7)
+    tries = [headers.get("Idempotency-Key") for method, _, _, headers in server.seen if method == "POST"]
+    assert len(tries) == 2 and tries[0] and tries[0] == tries[1]
+    assert all("Idempotency-Key" not in headers for method, _, _, headers in server.seen if method == "GET")

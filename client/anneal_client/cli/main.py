@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 import click
+import httpx
 
 from anneal_client._errors import AnnealError, APIStatusError
 from anneal_client.cli import datasets, deployments, jobs, verifiers
@@ -21,6 +22,8 @@ class ErrorsAsMessages(click.Group):
             raise click.ClickException(_status_message(exc)) from None
         except AnnealError as exc:
             raise click.ClickException(exc.message) from None
+        except httpx.InvalidURL as exc:  # not a TransportError: a malformed --base-url
+            raise click.ClickException(f"--base-url: not a usable address ({exc})") from None
         except OSError as exc:  # a file to write that cannot be, a closed pipe
             raise click.ClickException(
                 f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}"

@@ -48,6 +48,8 @@ class WatchState:
             for key, value in payload.items():
                 if key.startswith("pass_rate/") and isinstance(value, int | float):
                     self.pass_rates[key.removeprefix("pass_rate/")] = float(value)
+                elif key == "pass_rate" and isinstance(value, int | float):  # a job without a domain column
+                    self.pass_rates["all"] = float(value)
                 if key.startswith("eval/") and isinstance(value, int | float):
                     self.evaluation[key.removeprefix("eval/")] = float(value)
             when = _time(event.created_at)
