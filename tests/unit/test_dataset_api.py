@@ -279,3 +279,16 @@ def test_statistics_can_count_with_a_model_in_the_model_store(world, settings, t
     assert version["stats"]["prompt_tokens"]["max"] == 4
     outside = api_upload(api, "sums", jsonl(ROWS[:2]), **MAPPING, tokenizer="../../etc")
     assert outside.status_code == 400 and outside.json()["errors"][0]["field"] == "tokenizer"
+
+
+def test_an_openai_chat_jsonl_uploads_over_the_api_with_no_mapping_fields(world):
+    api = api_client(world["owner"])
+    records = [
+        {"messages": [{"role": "user", "content": f"{a}+{a}="}], "reference_answer": str(2 * a)}
+        for a in range(4)
+    ]
+    upload = ingested(api, api_upload(api, "chat", jsonl(records), file_name="train.jsonl"))
+    assert upload["state"] == "ready" and upload["rows_valid"] == 4, upload
+    rows = api.get(f"/api/v1/datasets/versions/{upload['dataset_version']}/rows").json()["results"]
+    assert rows[1]["prompt"] == [{"role": "user", "content": "1+1="}]
+    assert rows[1]["answer"] == "2" and rows[1]["reference_answer"] == "2"
