@@ -64,9 +64,15 @@ def test_rows_are_a_function_of_family_length_seed_and_index():
     assert generate_rows(families=["niah_single"], lengths=[256], size=5, seed=5)[:3] == first[:3]
 
 
-def test_the_longest_setting_is_reached_and_the_tiny_tokenizer_counts_one_token_a_byte():
-    row = _row("niah_multikey", MAX_LENGTH)
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_family_reaches_the_longest_setting_and_its_reference_still_scores(family):
+    row = _row(family, MAX_LENGTH)
     assert MAX_LENGTH - SHORTFALL <= row["prompt_tokens"] <= MAX_LENGTH
+    scorer = build_scorer(FAMILIES[family].spec)
+    assert scorer.score(row, row["answer"]).score == 1.0 and scorer.score(row, "no idea").score == 0.0
+
+
+def test_the_tiny_tokenizer_counts_one_token_a_byte():
     tokenizer = build_char_tokenizer()
     sample = _row("repo_qa", 2048)["prompt"]
     ids = tokenizer(sample)["input_ids"]
