@@ -21,6 +21,9 @@ Memory of a training step (``training_memory``), in bytes, on one device, the fo
 - KV cache of the rollouts: B x S x L x 2 x kv_heads x head_dim x w (keys and values of every layer for every
   token of every sequence generated at once).
 
+Reading that cache costs time too: ``kv_read_weight`` is what the cost estimate (anneal.training.costs) adds
+per generated token per context token.
+
 The estimate is for one device; data-parallel devices each hold a full copy and share the batch.
 """
 
@@ -256,6 +259,14 @@ def model_folder(name: str, *, store: Path) -> Path | None:
     if "/" not in name:
         return store / name
     return None
+
+
+def kv_read_weight(shape: ModelShape) -> float:
+    """Work of reading one cached context token, per generated token, in units of one generated token's
+    pass over the weights: attention's QK and AV products are 4 x L x hidden multiply-adds per context token,
+    the weights 2 x P per token, so 2 x L x hidden / P. Small for a short prompt, dominant for a long one
+    (the tiny long-context model at 4,096 tokens: about 4.7 weight passes a generated token)."""
+    return 2.0 * shape.layers * shape.hidden / max(1, shape.parameters)
 
 
 def model_shape(name: str, *, store: Path) -> ModelShape | None:

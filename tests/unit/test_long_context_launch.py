@@ -4,6 +4,9 @@ counted), the model's window and the device's memory (refused with the numbers),
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
+
+from gpu_jobs.memory import model_shape
 
 from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.errors import InputError
@@ -108,9 +111,15 @@ def test_the_cost_estimate_grows_with_the_prompts(launch, long_rows, world):
         job_estimate(spec=short.spec, team=world["core"]),
         job_estimate(spec=long.spec, team=world["core"]),
     )
-    # 64 completions x (8 generated + 0.05 x mean prompt tokens) at the tiny model's default rate, plus 30 s.
-    assert cheap["seconds"] == pytest.approx(30 + 20 * 0.0006 * 64 * (8 + 0.05 * 20), abs=0.1)
-    assert dear["seconds"] == pytest.approx(30 + 20 * 0.0006 * 64 * (8 + 0.05 * 500), abs=0.1)
+    # Reading a context token's keys and values, per generated token: 2 x layers x hidden / parameters.
+    shape = model_shape("tiny", store=settings.MODEL_STORE)
+    k = long.spec["prompt_tokens"]["kv_read_weight"]
+    assert k == pytest.approx(2 * shape.layers * shape.hidden / shape.parameters) and k > 0
+    # 64 completions x (8 generated + 0.05 x mean prompt tokens + k x 8 x (prompt + 8 / 2)) at the tiny
+    # model's default rate, plus 30 s.
+    for job, estimate, prompt in ((short, cheap, 20), (long, dear, 500)):
+        work = 64 * (8 + 0.05 * prompt + k * 8 * (prompt + 4))
+        assert estimate["seconds"] == pytest.approx(30 + 20 * 0.0006 * work, abs=0.1)
 
 
 def test_a_curriculum_stage_without_rows_is_refused_naming_it(launch, long_rows):

@@ -7,12 +7,16 @@ device type (settings.JOB_DEVICE_PRICES) + sandbox hours (the time its verifiers
 The estimate times a step from the team's latest finished job on the same model, scaled by the work a step
 does; with no such job it uses default rates per unit of work (below). It is a guide, not a quote.
 
-A step's work, in generated-token units (``step_work``): completions x (max_completion_length + PROMPT_TOKEN_WEIGHT
-x the mean prompt length). A prompt token is prefilled in one parallel pass (its KV cache then read by every
-generated token) and goes through the training pass, where a generated token takes one sequential forward
-each; measured roughly on the tiny model on 2 loaded CPU cores, a prompt token cost about a twentieth of a
-generated one. The mean prompt length is what the launch measured (``spec["prompt_tokens"]``, after the
-overflow policy); 0 for jobs launched before it was measured.
+A step's work, in generated-token units (``step_work``), for C = max_completion_length and p the mean prompt
+length: completions x (C + PROMPT_TOKEN_WEIGHT x p + k x C x (p + C / 2)).
+- Prefill and training pass: a prompt token is prefilled in one parallel pass and goes through the training
+  pass, where a generated token takes one sequential forward each; measured roughly on the tiny model on 2
+  loaded CPU cores, a prompt token cost about a twentieth of a generated one (PROMPT_TOKEN_WEIGHT).
+- KV cache: each generated token reads the cached keys and values of its whole context (the prompt and the
+  tokens before it, p + C / 2 on average), k = gpu_jobs.memory.kv_read_weight of the model (2 x layers x
+  hidden / parameters) per context token: negligible for short prompts, most of a step for long ones.
+p and k are what the launch measured (``spec["prompt_tokens"]``, after the overflow policy); 0 for jobs
+launched before they were measured.
 """
 
 from dataclasses import dataclass
@@ -84,10 +88,18 @@ def mean_prompt_tokens(spec: dict) -> float:
     return float(measured.get("mean") or 0) if isinstance(measured, dict) else 0.0
 
 
+def kv_weight(spec: dict) -> float:
+    measured = spec.get("prompt_tokens") or {}
+    return float(measured.get("kv_read_weight") or 0) if isinstance(measured, dict) else 0.0
+
+
 def step_work(spec: dict) -> float:
-    """A step's work in generated-token units: generation plus the prompts' prefill and training pass."""
+    """A step's work in generated-token units: generation, its reads of the KV cache, and the prompts'
+    prefill and training pass."""
     completions = int(spec["prompts_per_step"]) * int(spec["num_generations"])
-    return completions * (int(spec["max_completion_length"]) + PROMPT_TOKEN_WEIGHT * mean_prompt_tokens(spec))
+    completion, prompt = int(spec["max_completion_length"]), mean_prompt_tokens(spec)
+    kv_reads = kv_weight(spec) * completion * (prompt + completion / 2)
+    return completions * (completion + PROMPT_TOKEN_WEIGHT * prompt + kv_reads)
 
 
 def step_timing(*, spec: dict, team: Team) -> StepTiming:

@@ -26,7 +26,15 @@ from anneal.datasets.models import DatasetVersion
 from anneal.datasets.storage import read_rows
 from anneal.errors import InputError
 from gpu_jobs.curriculum import parse_curriculum, stage_bands
-from gpu_jobs.memory import GIB, MemoryEstimate, ModelShape, model_folder, model_shape, training_memory
+from gpu_jobs.memory import (
+    GIB,
+    MemoryEstimate,
+    ModelShape,
+    kv_read_weight,
+    model_folder,
+    model_shape,
+    training_memory,
+)
 from gpu_jobs.model_store import TINY, TINY_LONG
 from gpu_jobs.prompt_length import (
     PromptTooLong,
@@ -120,6 +128,7 @@ def prompt_length_check(
     if shape is not None:
         estimate = step_memory(settings_, shape=shape, prompt_tokens=longest, device_type=device_type)
         summary["memory"] = estimate.to_dict()
+        summary["kv_read_weight"] = kv_read_weight(shape)
         _memory_check(estimate, device_type=device_type)
     return summary
 
