@@ -195,7 +195,7 @@ def test_models_and_spec_fields_are_listed(world):
     client = api_client(world["owner"])
     models = client.get("/api/v1/models").json()
     names = [m["name"] for m in models["results"]]
-    assert names[:2] == ["tiny", "smollm2-135m-instruct"] and models["hub_ids_allowed"] is False
+    assert names[:3] == ["tiny", "tiny-long", "smollm2-135m-instruct"] and models["hub_ids_allowed"] is False
     spec = client.get("/api/v1/jobs/spec").json()
     by_name = {f["name"]: f for f in spec["params"]}
     assert by_name["algorithm"]["choices"] == ["grpo", "rloo"]
