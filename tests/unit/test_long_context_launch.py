@@ -6,11 +6,10 @@ from decimal import Decimal
 import pytest
 from django.conf import settings
 
-from gpu_jobs.memory import model_shape
-
 from anneal.datasets.services import dataset_version_create_from_rows
 from anneal.errors import InputError
 from anneal.training.costs import job_estimate
+from gpu_jobs.memory import model_shape
 from tests.unit.test_long_prompts import ROWS, lettered
 
 
@@ -115,10 +114,10 @@ def test_the_cost_estimate_grows_with_the_prompts(launch, long_rows, world):
     shape = model_shape("tiny", store=settings.MODEL_STORE)
     k = long.spec["prompt_tokens"]["kv_read_weight"]
     assert k == pytest.approx(2 * shape.layers * shape.hidden / shape.parameters) and k > 0
-    # 64 completions x (8 generated + 0.05 x mean prompt tokens + k x 8 x (prompt + 8 / 2)) at the tiny
-    # model's default rate, plus 30 s.
-    for job, estimate, prompt in ((short, cheap, 20), (long, dear, 500)):
-        work = 64 * (8 + 0.05 * prompt + k * 8 * (prompt + 4))
+    # 64 completions x (8 generated + 0.05 x prompt x (1 + k x prompt / 2) + k x 8 x (prompt + 8 / 2)) at the
+    # tiny model's default rate, plus 30 s.
+    for estimate, prompt in ((cheap, 20), (dear, 500)):
+        work = 64 * (8 + 0.05 * prompt * (1 + k * prompt / 2) + k * 8 * (prompt + 4))
         assert estimate["seconds"] == pytest.approx(30 + 20 * 0.0006 * work, abs=0.1)
 
 

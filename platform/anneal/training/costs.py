@@ -7,14 +7,19 @@ device type (settings.JOB_DEVICE_PRICES) + sandbox hours (the time its verifiers
 The estimate times a step from the team's latest finished job on the same model, scaled by the work a step
 does; with no such job it uses default rates per unit of work (below). It is a guide, not a quote.
 
-A step's work, in generated-token units (``step_work``), for C = max_completion_length and p the mean prompt
-length: completions x (C + PROMPT_TOKEN_WEIGHT x p + k x C x (p + C / 2)).
+A step's work, in generated-token units (``step_work``), for C = max_completion_length, p the mean prompt
+length and k the model's ``kv_read_weight``: completions x (C + PROMPT_TOKEN_WEIGHT x p x (1 + k x p / 2) +
+k x C x (p + C / 2)).
 - Prefill and training pass: a prompt token is prefilled in one parallel pass and goes through the training
   pass, where a generated token takes one sequential forward each; measured roughly on the tiny model on 2
-  loaded CPU cores, a prompt token cost about a twentieth of a generated one (PROMPT_TOKEN_WEIGHT).
+  loaded CPU cores, a prompt token cost about a twentieth of a generated one (PROMPT_TOKEN_WEIGHT). Its
+  attention over the p / 2 prompt tokens before it, on average, adds k x p / 2 to that: quadratic in p.
 - KV cache: each generated token reads the cached keys and values of its whole context (the prompt and the
-  tokens before it, p + C / 2 on average), k = gpu_jobs.memory.kv_read_weight of the model (2 x layers x
-  hidden / parameters) per context token: negligible for short prompts, most of a step for long ones.
+  tokens before it, p + C / 2 on average), k = gpu_jobs.memory.kv_read_weight (2 x layers x hidden /
+  parameters) per context token.
+Both attention terms are negligible for short prompts and most of a step for long ones: bench/long_context.py
+(c) measured the tiny long-context model's step 13.7x slower at 4,096 prompt tokens than at 512, where this
+formula says 10.3x (and 2.1x, 5.1x at 1,024 and 2,048 tokens, against 1.8x and 3.9x).
 p and k are what the launch measured (``spec["prompt_tokens"]``, after the overflow policy); 0 for jobs
 launched before they were measured.
 """
@@ -98,8 +103,10 @@ def step_work(spec: dict) -> float:
     prefill and training pass."""
     completions = int(spec["prompts_per_step"]) * int(spec["num_generations"])
     completion, prompt = int(spec["max_completion_length"]), mean_prompt_tokens(spec)
-    kv_reads = kv_weight(spec) * completion * (prompt + completion / 2)
-    return completions * (completion + PROMPT_TOKEN_WEIGHT * prompt + kv_reads)
+    k = kv_weight(spec)
+    prefill = PROMPT_TOKEN_WEIGHT * prompt * (1 + k * prompt / 2)
+    kv_reads = k * completion * (prompt + completion / 2)
+    return completions * (completion + prefill + kv_reads)
 
 
 def step_timing(*, spec: dict, team: Team) -> StepTiming:
