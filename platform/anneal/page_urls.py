@@ -12,7 +12,7 @@ from anneal.deployments import views as deployments
 from anneal.glossary import glossary
 from anneal.guide import example_create_view
 from anneal.sandboxes_view import sandbox_fleet
-from anneal.training import launch_views
+from anneal.training import card_views, launch_views
 from anneal.training import views as training
 from anneal.verifiers import views as verifiers
 from anneal.verifiers.import_views import verifier_import_page
@@ -59,6 +59,10 @@ urlpatterns = [
     path("jobs/<int:pk>/resume/", training.job_resume_view, name="job-resume"),
     path("jobs/<int:pk>/retry/", training.job_retry_view, name="job-retry"),
     path("jobs/<int:pk>/rollouts/", training.job_rollouts_view, name="job-rollouts"),
+    path("checkpoints/<int:pk>/card/", card_views.checkpoint_card, name="checkpoint-card"),
+    path(
+        "checkpoints/<int:pk>/card.md", card_views.checkpoint_card_markdown, name="checkpoint-card-markdown"
+    ),
     path("deployments/", deployments.deployment_list, name="deployment-list"),
     path("deployments/new/", deployments.deployment_new, name="deployment-new"),
     path("deployments/budget/", deployments.team_budget_view, name="deployment-budget"),

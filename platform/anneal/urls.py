@@ -10,6 +10,7 @@ from anneal.datasets import pack_api
 from anneal.deployments import api as deployments_api
 from anneal.health import HealthDetailApi, healthz
 from anneal.training import api as training_api
+from anneal.training import card_views
 from anneal.verifiers import api as verifiers_api
 
 api_v1 = [
@@ -76,6 +77,12 @@ api_v1 = [
     path("jobs/<int:pk>/rollouts", training_api.JobRolloutsApi.as_view(), name="job-rollouts"),
     path("jobs/<int:pk>/rollouts/<int:seq>/flag", training_api.RolloutFlagApi.as_view(), name="rollout-flag"),
     path("checkpoints", training_api.CheckpointListApi.as_view(), name="checkpoint-list"),
+    path("checkpoints/<int:pk>/card", card_views.CheckpointCardApi.as_view(), name="checkpoint-card-api"),
+    path(
+        "checkpoints/<int:pk>/card/markdown",
+        card_views.CheckpointCardMarkdownApi.as_view(),
+        name="checkpoint-card-markdown-api",
+    ),
     path("deployments", deployments_api.DeploymentListApi.as_view(), name="deployment-list"),
     path("deployments/usage", deployments_api.TeamUsageApi.as_view(), name="deployment-team-usage"),
     path("deployments/keys", deployments_api.KeyListApi.as_view(), name="deployment-key-list"),

@@ -186,6 +186,13 @@
     name.className = "checkpoint-name";
     name.textContent = "step " + p.step;
     li.append(name);
+    if (p.checkpoint) {
+      var card = document.createElement("a");
+      card.className = "btn btn-small";
+      card.href = data.card_url.replace("/0/", "/" + encodeURIComponent(p.checkpoint) + "/");
+      card.textContent = "Model card";
+      li.append(" ", card);
+    }
     if (data.deploy_url) {
       var deploy = document.createElement("a");
       deploy.className = "btn btn-small";

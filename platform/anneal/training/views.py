@@ -76,6 +76,7 @@ def job_detail(request, pk: int):
         "has_rollouts": live["has_rollouts"],
         # A checkpoint that arrives live links to the deploy form with it chosen (writers only).
         "deploy_url": reverse("deployment-new") + "?checkpoint=" if writer else "",
+        "card_url": reverse("checkpoint-card", args=[0]),  # job.js puts the id in place of /0/
         "flag_url": f"/api/v1/jobs/{job.pk}/rollouts/",
         # Every rollout the job reported, filtered on the server (the live list holds only the newest).
         "rollouts_url": reverse("job-rollouts", args=[job.pk]),
