@@ -4,8 +4,10 @@ retrying after a timeout or a dropped connection) gets the first answer back ins
 The key is scoped to the caller's credential (a hash of the Authorization header, else the session) and to the
 method and path, so nobody can replay or block another caller's key. While the first request still runs, a
 repeat gets 409 with Retry-After (the Python client retries 409); once it has answered, the answer is kept in
-the cache for ``IDEMPOTENCY_TTL_S`` and replayed with ``Idempotent-Replayed: true``. A 5xx answer is not kept:
-the services are atomic, so the retry may act. Stripe's and openai-python's design."""
+the cache for ``IDEMPOTENCY_TTL_S`` and replayed with ``Idempotent-Replayed: true``. Not kept, so that a retry
+acts again: a 5xx (the services are atomic), a "not now" (408, 409, 423, 429), a streamed body, and an answer
+sent with ``Cache-Control: no-store`` (a secret shown once, such as a new API key, never goes to the cache).
+Stripe's and openai-python's design."""
 
 from __future__ import annotations
 
@@ -98,7 +100,9 @@ class IdempotencyMiddleware:
         if status >= 500 or status in NOT_KEPT or getattr(response, "streaming", False):
             _forget(slot)
             return response
-        if len(response.content) > MAX_KEPT_BYTES:
+        # A secret shown once (a new API key, sent with no-store) is never written to the cache: its retry acts
+        # again (a second key) rather than the secret sitting in Redis for a day.
+        if len(response.content) > MAX_KEPT_BYTES or "no-store" in response.get("Cache-Control", ""):
             _forget(slot)
             return response
         kept = {

@@ -67,3 +67,18 @@ def test_a_key_still_being_answered_gets_409_with_retry_after_and_nothing_is_cre
 def test_an_unusable_key_is_a_400_naming_the_header(world):
     response = _post(token_client(world["owner"]), "x" * 300)
     assert response.status_code == 400 and "Idempotency-Key" in response.json()["detail"]
+
+
+def test_a_secret_shown_once_is_never_kept_for_a_replay(world):
+    client = token_client(world["owner"])
+    path = "/api/v1/deployments/keys"
+    first = client.post(path, {"name": "app"}, format="json", HTTP_IDEMPOTENCY_KEY="key-1")
+    assert first.status_code == 201 and first["Cache-Control"] == "no-store", first.content
+    raw = first.json()["key"]
+    credential = client._credentials["HTTP_AUTHORIZATION"]
+    slot = slot_of(
+        caller=hashlib.sha256(credential.encode()).hexdigest(), method="POST", path=path, key="key-1"
+    )
+    assert cache.get(slot) is None  # neither the key nor a "pending" mark stays in Redis
+    again = client.post(path, {"name": "app2"}, format="json", HTTP_IDEMPOTENCY_KEY="key-1")
+    assert again.status_code == 201 and again.json()["key"] != raw
