@@ -127,7 +127,7 @@ def test_login_upload_and_verifiers_as_files(stack, user):
     state["dataset_version"] = uploaded["dataset_version"]
 
 
-def test_launch_from_a_file_watch_to_the_end_and_get_the_spec_back(stack, user):
+def test_launch_from_a_file_watch_to_the_end_and_get_the_spec_back(stack, user, tmp_path_factory):
     anneal, home, state = user["anneal"], user["home"], user["state"]
     job_file = home / "job.yaml"
     job_file.write_text(
@@ -175,6 +175,12 @@ def test_launch_from_a_file_watch_to_the_end_and_get_the_spec_back(stack, user):
     listed = json.loads(anneal("jobs", "list", "--json").stdout)
     assert [j["state"] for j in listed if j["id"] == job.id] == ["succeeded"]
     state["checkpoint"] = job.latest_checkpoint.id
+    # The model card before a deploy: the same card as JSON (Python) and as Markdown (the CLI, to a file).
+    card = user["client"].checkpoints.card(job.latest_checkpoint.id)
+    assert card["job"]["id"] == job.id and card["base_model"] == "tiny" and card["curves"]["reward"]
+    written = tmp_path_factory.mktemp("card") / "card.md"
+    anneal("checkpoints", "card", str(job.latest_checkpoint.id), "-o", str(written))
+    assert written.read_text().startswith(f"# Model card: {job.name}, step {job.latest_checkpoint.step}")
 
 
 def test_deploy_at_turbo_and_complete_through_v1(stack, user):

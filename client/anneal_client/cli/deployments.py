@@ -221,6 +221,27 @@ def checkpoints_list(ctx: Context, job: int | None, as_json: bool) -> None:
     )
 
 
+@checkpoints.command("card")
+@click.argument("checkpoint_id", type=int)
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the Markdown here."
+)
+@json_option
+@pass_context
+def checkpoints_card(ctx: Context, checkpoint_id: int, output: str | None, as_json: bool) -> None:
+    """The checkpoint's model card, as Markdown (or --json): what to show before a deploy."""
+    if as_json:
+        print_json(ctx.client.checkpoints.card(checkpoint_id))
+        return
+    text = ctx.client.checkpoints.card(checkpoint_id, markdown=True)
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+        ctx.out.print(f"model card of checkpoint {checkpoint_id} written to {output}")
+    else:
+        click.echo(text)
+
+
 @click.group("models")
 def models() -> None:
     """Base models a job may start from."""
