@@ -80,7 +80,7 @@ def test_tasks_that_failed_their_check_or_do_not_exist_are_refused(owner):
     bad = api.post("/api/v1/datasets/packs/create", {"name": "p", "tasks": ["rubiks_cube"]}, format="json")
     assert bad.status_code == 400 and "failed its check" in bad.json()["detail"]
     unknown = api.post("/api/v1/datasets/packs/create", {"name": "p", "tasks": ["telepathy"]}, format="json")
-    assert unknown.status_code == 400 and "not a reasoning-gym task" in unknown.json()["detail"]
+    assert unknown.status_code == 400 and "no such reasoning-gym or document task" in unknown.json()["detail"]
     huge = api.post(
         "/api/v1/datasets/packs/create",
         {"name": "p", "tasks": ["basic_arithmetic"], "size": 10**6},

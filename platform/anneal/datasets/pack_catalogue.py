@@ -1,4 +1,5 @@
-"""The domain pack catalogue: the reasoning-gym tasks offered, and their rows with a verifier spec each.
+"""The domain pack catalogue: the reasoning-gym tasks offered, Anneal's own document tasks
+(gpu_jobs.document_tasks) beside them, and their rows with a verifier spec each.
 
 Django-free; the services in anneal.datasets.pack_services store what this makes. A task is offered only
 if it passed the check: rows it generates, sent through JSON as a dataset stores them, score 1 on their
@@ -67,10 +68,30 @@ def task_config(*, task: str, size: int, seed: int, difficulty: int | None) -> d
     return _jsonable(data)
 
 
+def _document_task(*, task: str, size: int, seed: int, difficulty: int | None) -> PackTask:
+    from gpu_jobs.document_tasks import TASKS, document_rows
+    from gpu_jobs.rewards import build_scorer
+
+    spec = _jsonable(TASKS[task].spec)
+    scorer = build_scorer(spec)
+    rows, dropped = [], 0
+    for row in document_rows(task=task, size=size, seed=seed, difficulty=difficulty):
+        row = _jsonable(row)
+        if scorer.score(row, row["answer"]).score >= 1.0:
+            rows.append(row)
+        else:
+            dropped += 1
+    return PackTask(task=task, rows=rows, spec=spec, dropped=dropped)
+
+
 def generate_task(*, task: str, size: int, seed: int, difficulty: int | None) -> PackTask:
     """``size`` rows of ``task``; each row's reference answer is scored and kept only if it scores 1."""
+    from gpu_jobs.document_tasks import TASKS as DOCUMENT_TASKS
     from gpu_jobs.rewards import build_scorer
     from gpu_jobs.rewards.reasoning_gym import make_generator
+
+    if task in DOCUMENT_TASKS:
+        return _document_task(task=task, size=size, seed=seed, difficulty=difficulty)
 
     config = task_config(task=task, size=size, seed=seed, difficulty=difficulty)
     spec = {"type": "reasoning_gym", "task": task, "config": config}
@@ -111,9 +132,38 @@ def check_task(task: str) -> TaskCheck:
 
 @lru_cache(maxsize=1)
 def task_checks() -> dict[str, TaskCheck]:
-    """The committed check results, by task."""
+    """The committed check results of the reasoning-gym tasks, by task, and the document tasks' checks (run
+    here: they take milliseconds)."""
     data = json.loads(CHECKS_FILE.read_text())
-    return {item["task"]: TaskCheck(**item) for item in data["tasks"]}
+    checks = {item["task"]: TaskCheck(**item) for item in data["tasks"]}
+    return {**checks, **document_checks()}
+
+
+def document_checks() -> dict[str, TaskCheck]:
+    """A document task is offered when rows at every difficulty score 1 on their reference and 0 on an
+    answer that is no table."""
+    from gpu_jobs.document_tasks import MAX_DIFFICULTY as LEVELS
+    from gpu_jobs.document_tasks import TASKS
+    from gpu_jobs.rewards import build_scorer
+
+    checks = {}
+    for name in TASKS:
+        try:
+            made = [
+                generate_task(task=name, size=CHECK_ROWS, seed=0, difficulty=d) for d in range(LEVELS + 1)
+            ]
+            scorer = build_scorer(made[0].spec)
+            wrong = max(scorer.score(row, "no idea").score for task in made for row in task.rows)
+        except Exception as exc:  # a generator that cannot run is simply not offered
+            checks[name] = TaskCheck(name, False, f"{type(exc).__name__}: {exc}"[:200], True)
+            continue
+        dropped = sum(task.dropped for task in made)
+        ok = not dropped and wrong == 0.0
+        reason = (
+            "every reference scored 1, a wrong answer 0" if ok else f"{dropped} references scored below 1"
+        )
+        checks[name] = TaskCheck(name, ok, reason, True)
+    return checks
 
 
 def offered_tasks() -> list[TaskCheck]:
@@ -128,7 +178,9 @@ def check_pack_request(*, tasks: list[str], size: int, seed: int, difficulty: in
     for task in tasks:
         if task not in offered:
             check = task_checks().get(task)
-            why = f"it failed its check ({check.reason})" if check else "it is not a reasoning-gym task"
+            why = (
+                f"it failed its check ({check.reason})" if check else "no such reasoning-gym or document task"
+            )
             raise PackError("tasks", f"task '{task}' is not offered: {why}")
     if len(set(tasks)) != len(tasks):
         raise PackError("tasks", "a task is listed twice")
