@@ -99,6 +99,8 @@ def test_job_page_receives_live_updates(stack, launched_job):
         live_step = next(s for s in ("25", "20", "10") if s not in painted_checkpoints)
         deploy = page.locator(f'#checkpoints li[data-step="{live_step}"] a', has_text="Deploy")
         expect(deploy).to_have_attribute("href", re.compile(r"/deployments/new/\?checkpoint=\d+$"))
+        card = page.locator(f'#checkpoints li[data-step="{live_step}"] a', has_text="Model card")
+        expect(card).to_have_attribute("href", re.compile(r"^/checkpoints/\d+/card/$"))
         expect(page.locator("#checkpoints")).not_to_contain_text("job-")
 
         # Metrics in curated groups, in words; the trainer's raw keys only behind "Show all metrics".

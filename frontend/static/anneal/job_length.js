@@ -18,6 +18,8 @@
 
   function pct(value) { return value === null || value === undefined ? "–" : (value * 100).toFixed(0) + "%"; }
 
+  var waitingForPlotly = false;
+
   function draw() {
     if (!chart || !evaluation.bounds.length) return;
     var domain = (select && select.value) || "mean";
@@ -34,13 +36,20 @@
         hovertemplate: "%{x} tokens: %{y:.2f}<extra>" + (step === 0 ? "base" : "step " + step) + "</extra>",
       };
     });
-    if (window.Plotly) {
+    if (!window.Plotly) {
+      // This script may run before the page's deferred Plotly (it is included above it): draw again once
+      // every script has loaded, instead of leaving the "no evaluation yet" note beside a full table.
+      if (!waitingForPlotly) {
+        waitingForPlotly = true;
+        window.addEventListener("load", function () { waitingForPlotly = false; if (window.Plotly) draw(); });
+      }
+    } else {
       chart.textContent = "";
       window.Plotly.react(chart, traces, {
-        margin: { l: 44, r: 12, t: 8, b: 40 },
+        margin: { l: 44, r: 12, t: 8, b: 80 },
         xaxis: { title: { text: "prompt length (tokens)" }, type: "category" },
         yaxis: { title: { text: "score" }, range: [0, 1.05] },
-        legend: { orientation: "h" },
+        legend: { orientation: "h", y: -0.32, yanchor: "top" },  // below the axis title, not over it
       }, { displaylogo: false, responsive: true });
     }
     drawTable(domain, rows);
