@@ -23,6 +23,7 @@ from gpu_jobs.rewards.python_tests import PythonTests
 from gpu_jobs.rewards.reasoning_gym import ReasoningGym
 from gpu_jobs.rewards.regex_match import RegexMatch
 from gpu_jobs.rewards.similarity import TextSimilarity
+from gpu_jobs.rewards.sql_result import SqlResult
 from gpu_jobs.rewards.table import TableMatch
 
 __all__ = ["VERIFIER_TYPES", "build_scorer", "construct", "validate_spec"]
@@ -40,6 +41,7 @@ VERIFIER_TYPES.update(
         MathEquivalence,
         JsonCheck,
         TableMatch,
+        SqlResult,
         Keywords,
         FormatRules,
         TextSimilarity,

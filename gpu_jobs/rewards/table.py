@@ -70,7 +70,8 @@ def _json_table(text: str) -> Table | None:
 
 def _markdown_table(text: str) -> Table | None:
     lines = [line.strip() for line in text.splitlines() if line.count("|") >= 1 and line.strip()]
-    rows, header = [], None
+    rows: list[list[str]] = []
+    header: list[str] | None = None
     for index, line in enumerate(lines):
         if _MD_SEPARATOR.match(line):
             if index == 1 and rows:

@@ -1,0 +1,287 @@
+"""sql_result: the completion's SQL query, run against the row's fixture database, returns the reference
+query's result set (in order or as a multiset, floats within a tolerance).
+
+Both queries run in a sandbox (SQLite, each on a fresh in-memory copy of the fixture, so the model's query
+cannot change what the reference sees), under a step limit and the sandbox's time and memory limits; the model's
+query may only read (an authorizer refuses every write, ATTACH, PRAGMA and function outside SQLite's
+built-ins). The sandbox sends back the two result sets as plain JSON; the comparison, and so the verdict, is
+made here, outside it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import secrets
+
+from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, shorten
+from sandboxes.client import SandboxClient
+from sandboxes.types import Limits, RunRequest, RunResult, Status
+
+MAX_ROWS = 1000  # rows kept of each result set; a query returning more is compared on these and says so
+MAX_TIMEOUT_S = 30.0
+CHUNK = 16  # samples per sandbox run
+REPORT = "ANNEAL_SQL "
+_FENCED_SQL = re.compile(r"```(?:sql|sqlite)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
+
+# Runs in the sandbox (standard library only): {"nonce", "max_rows", "deadline_s", "samples": [{"schema",
+# "reference", "query"}]} on stdin; one line REPORT + {"nonce", "results": [{"reference": set, "answer": set}]}
+# with set = {"columns", "rows", "truncated", "error"}.
+PROGRAM = (
+    r'''
+import json, sqlite3, sys, time
+job = json.loads(sys.stdin.read())
+READS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+
+def plain(value):
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+def run(fixture, sql, read_only, deadline):
+    db = sqlite3.connect(":memory:")
+    fixture.backup(db)
+    if read_only:
+        db.set_authorizer(lambda action, *rest: sqlite3.SQLITE_OK if action in READS else sqlite3.SQLITE_DENY)
+    db.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
+    try:
+        cursor = db.execute(sql)
+        rows = cursor.fetchmany(job["max_rows"] + 1)
+        columns = [d[0] for d in cursor.description or []]
+    except Exception as exc:
+        message = str(exc)
+        if message == "interrupted":
+            message = "ran past its time limit"
+        return {"columns": [], "rows": [], "truncated": False, "error": type(exc).__name__ + ": " + message}
+    finally:
+        db.set_progress_handler(None, 0)
+    return {"columns": columns, "rows": [[plain(v) for v in row] for row in rows[: job["max_rows"]]],
+            "truncated": len(rows) > job["max_rows"], "error": None}
+
+results = []
+for sample in job["samples"]:
+    deadline = time.monotonic() + job["deadline_s"]
+    fixture = sqlite3.connect(":memory:")
+    try:
+        fixture.executescript(sample["schema"])
+    except Exception as exc:
+        error = {"columns": [], "rows": [], "truncated": False, "error": "fixture: " + type(exc).__name__ + ": " + str(exc)}
+        results.append({"reference": error, "answer": error})
+        continue
+    results.append({"reference": run(fixture, sample["reference"], False, deadline),
+                    "answer": run(fixture, sample["query"], True, deadline)})
+sys.stdout.write("'''
+    + REPORT
+    + r"""" + json.dumps({"nonce": job["nonce"], "results": results}) + "\n")
+"""
+)
+
+
+def extract_sql(text: str) -> str:
+    """The first ```sql (or bare ```) block of the completion, else all of it; one statement, trimmed."""
+    match = _FENCED_SQL.search(text)
+    sql = (match.group(1) if match else text).strip()
+    return sql[:-1].strip() if sql.endswith(";") else sql
+
+
+class SqlResult(Scorer):
+    type_name = "sql_result"
+    summary = (
+        "SQL result: the answer's query returns the reference query's rows on the row's fixture database"
+    )
+    example = {
+        "type": "sql_result",
+        "schema_field": "schema",
+        "reference_field": "answer",
+        "order_sensitive": False,
+    }
+    fields = (
+        SpecField(
+            "schema_field",
+            (str,),
+            default="schema",
+            help="The column holding the fixture database as SQL (CREATE TABLE and INSERT statements).",
+        ),
+        SpecField(
+            "reference_field", (str,), default="answer", help="The column holding the reference query."
+        ),
+        SpecField(
+            "order_sensitive",
+            (bool,),
+            default=False,
+            help="Rows must come in the reference's order (for queries with ORDER BY); else any order.",
+        ),
+        SpecField(
+            "float_tolerance",
+            (int, float),
+            default=1e-6,
+            help="Relative or absolute difference within which two numbers count as equal.",
+        ),
+        SpecField("timeout_s", (int, float), default=5, help="For both queries of one sample (max 30)."),
+    )
+
+    def __init__(self, spec: dict, *, sandbox: SandboxClient | None = None) -> None:
+        super().__init__(spec)
+        self._sandbox = sandbox
+
+    @classmethod
+    def normalise_spec(cls, spec: dict) -> dict:
+        clean = super().normalise_spec(spec)
+        if not 0 < clean["timeout_s"] <= MAX_TIMEOUT_S:
+            raise SpecError("timeout_s", f"must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds")
+        if not 0 <= clean["float_tolerance"] < 1:
+            raise SpecError("float_tolerance", "must be at least 0 and less than 1")
+        return clean
+
+    def score(self, row: dict, completion: str) -> ScoreResult:
+        return self.score_batch([row], [completion])[0]
+
+    def score_batch(self, rows: list[dict], completions: list[str]) -> list[ScoreResult]:
+        results: list[ScoreResult | None] = [None] * len(rows)
+        samples: list[tuple[int, dict]] = []
+        for index, (row, completion) in enumerate(zip(rows, completions, strict=True)):
+            schema, reference = row.get(self.spec["schema_field"]), row.get(self.spec["reference_field"])
+            query = extract_sql(completion)
+            if not isinstance(schema, str) or not schema.strip():
+                results[index] = _zero(
+                    f"row has no {self.spec['schema_field']!r} fixture (SQL) to run against"
+                )
+            elif not isinstance(reference, str) or not reference.strip():
+                results[index] = _zero(f"row has no {self.spec['reference_field']!r} reference query")
+            elif not query:
+                results[index] = _zero("no SQL query in the answer")
+            else:
+                samples.append((index, {"schema": schema, "reference": reference, "query": query}))
+        chunks = [samples[start : start + CHUNK] for start in range(0, len(samples), CHUNK)]
+        nonces = [secrets.token_hex(16) for _ in chunks]
+        if chunks:
+            requests = [
+                self._request([s for _, s in chunk], nonce)
+                for chunk, nonce in zip(chunks, nonces, strict=True)
+            ]
+            try:
+                runs = self._client().run_many(requests)
+            except Exception as exc:  # a broker or host outage must not stop training: score 0 and say why
+                runs = [RunResult(Status.SANDBOX_ERROR, None, "", f"sandbox unavailable: {exc}", 0.0)] * len(
+                    requests
+                )
+            for chunk, nonce, run in zip(chunks, nonces, runs, strict=True):
+                entries = _report(run, nonce, len(chunk))
+                for (index, _), entry in zip(chunk, entries, strict=True):
+                    results[index] = self._verdict(entry, run)
+        return [result for result in results if result is not None]
+
+    def _client(self) -> SandboxClient:
+        if self._sandbox is None:
+            self._sandbox = SandboxClient()
+        return self._sandbox
+
+    def _request(self, samples: list[dict], nonce: str) -> RunRequest:
+        timeout = float(self.spec["timeout_s"])
+        stdin = json.dumps({"nonce": nonce, "max_rows": MAX_ROWS, "deadline_s": timeout, "samples": samples})
+        limit = timeout * len(samples) + 2
+        return RunRequest(
+            language="python", code=PROGRAM, stdin=stdin, limits=Limits(wall_s=limit, cpu_s=limit)
+        )
+
+    def _verdict(self, entry: dict | None, run: RunResult) -> ScoreResult:
+        if entry is None:
+            tail = (
+                shorten(run.stderr.strip().splitlines()[-1], 200) if run.stderr.strip() else str(run.status)
+            )
+            return _zero(f"{'timeout' if run.status == Status.TIMEOUT else 'sandbox error'}: {tail}")
+        want, got = entry["reference"], entry["answer"]
+        if want.get("error"):
+            return _zero(f"the reference query failed: {shorten(str(want['error']), 200)}")
+        expected = len(want["rows"])
+        if got.get("error"):
+            return _zero(f"the query failed: {shorten(str(got['error']), 200)}", expected=expected)
+        returned = len(got["rows"])
+        parts = {"match": 0.0, "rows_expected": float(expected), "rows_returned": float(returned)}
+        if len(got["columns"]) != len(want["columns"]):
+            return ScoreResult(
+                0.0, parts, f"{len(got['columns'])} columns, the reference has {len(want['columns'])}"
+            )
+        if got.get("truncated") != want.get("truncated") or returned != expected:
+            more = "+" if got.get("truncated") else ""
+            return ScoreResult(0.0, parts, f"{returned}{more} rows, the reference has {expected}")
+        tolerance = float(self.spec["float_tolerance"])
+        if self.spec["order_sensitive"]:
+            for number, (a, b) in enumerate(zip(want["rows"], got["rows"], strict=True), start=1):
+                if not _same_row(a, b, tolerance):
+                    return ScoreResult(
+                        0.0,
+                        parts,
+                        f"row {number} differs: expected {shorten(str(a), 80)}, got {shorten(str(b), 80)}",
+                    )
+        else:
+            unmatched = _unmatched(want["rows"], got["rows"], tolerance)
+            if unmatched is not None:
+                return ScoreResult(
+                    0.0, parts, f"the reference's row {shorten(str(unmatched), 80)} is not in the result"
+                )
+        return ScoreResult(
+            1.0,
+            {**parts, "match": 1.0},
+            f"the same {expected} row{'s' if expected != 1 else ''} as the reference",
+        )
+
+
+def _report(run: RunResult, nonce: str, count: int) -> list[dict | None]:
+    for line in reversed(run.stdout.splitlines()):
+        if not line.startswith(REPORT):
+            continue
+        try:
+            report = json.loads(line[len(REPORT) :])
+        except ValueError:
+            continue
+        results = report.get("results") if isinstance(report, dict) and report.get("nonce") == nonce else None
+        if isinstance(results, list) and len(results) == count and all(_well_formed(r) for r in results):
+            return results
+    return [None] * count
+
+
+def _well_formed(entry: object) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    for side in ("reference", "answer"):
+        value = entry.get(side)
+        if (
+            not isinstance(value, dict)
+            or not isinstance(value.get("rows"), list)
+            or not isinstance(value.get("columns"), list)
+        ):
+            return False
+    return True
+
+
+def _same_cell(a: object, b: object, tolerance: float) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b or math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance)
+    return a == b
+
+
+def _same_row(a: list, b: list, tolerance: float) -> bool:
+    return len(a) == len(b) and all(_same_cell(x, y, tolerance) for x, y in zip(a, b, strict=True))
+
+
+def _unmatched(want: list[list], got: list[list], tolerance: float) -> list | None:
+    """The first reference row with no equal row left in ``got`` (each used once), or None."""
+    free = list(got)
+    for row in want:
+        for position, candidate in enumerate(free):
+            if _same_row(row, candidate, tolerance):
+                del free[position]
+                break
+        else:
+            return row
+    return None
+
+
+def _zero(reason: str, *, expected: int = 0) -> ScoreResult:
+    return ScoreResult(0.0, {"match": 0.0, "rows_expected": float(expected), "rows_returned": 0.0}, reason)

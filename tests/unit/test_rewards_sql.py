@@ -1,0 +1,107 @@
+"""The sql_result verifier, through the real sandbox (the local bubblewrap backend): the answer's query on the
+row's fixture database against the reference query's result, as a multiset or in order, floats within the
+tolerance; a query that writes, attaches, loops or fails scores 0 and says why."""
+
+import pytest
+
+from gpu_jobs.rewards import build_scorer, validate_spec
+from gpu_jobs.rewards.base import SpecError
+from gpu_jobs.rewards.sql_result import extract_sql
+from sandboxes.client import SandboxClient
+
+SCHEMA = """
+CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, city TEXT);
+CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER, amount REAL);
+INSERT INTO customers VALUES (1, 'Ada', 'Lyon'), (2, 'Bob', 'Porto'), (3, 'Cy', 'Lyon');
+INSERT INTO orders VALUES (1, 1, 10.5), (2, 1, 4.5), (3, 2, 7.25), (4, 3, 1.0);
+"""
+ROW = {
+    "prompt": "Total order amount per city.",
+    "schema": SCHEMA,
+    "answer": "SELECT c.city, SUM(o.amount) FROM customers c JOIN orders o ON o.customer_id = c.id GROUP BY c.city",
+}
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    return SandboxClient()
+
+
+def scorer(sandbox, **spec):
+    return build_scorer({"type": "sql_result", **spec}, sandbox=sandbox)
+
+
+def test_the_same_rows_by_another_query_in_another_order_score_1(sandbox):
+    other = (
+        "```sql\nSELECT city, SUM(amount) AS total FROM orders JOIN customers ON customers.id = orders.customer_id "
+        "GROUP BY city ORDER BY total ASC;\n```"
+    )
+    result = scorer(sandbox).score(ROW, other)
+    assert result.score == 1.0, result.reason
+    assert result.parts == {"match": 1.0, "rows_expected": 2.0, "rows_returned": 2.0}
+    ordered = {**ROW, "answer": ROW["answer"] + " ORDER BY c.city"}
+    assert scorer(sandbox, order_sensitive=True).score(ordered, other).score == 0.0
+    assert scorer(sandbox, order_sensitive=True).score(ordered, ordered["answer"]).score == 1.0
+
+
+def test_wrong_rows_columns_and_counts_score_0_with_the_reason(sandbox):
+    cases = [
+        (
+            "SELECT city, SUM(amount) + 1 FROM orders JOIN customers ON customers.id = customer_id GROUP BY city",
+            "is not in the result",
+        ),
+        ("SELECT city FROM customers GROUP BY city", "1 columns, the reference has 2"),
+        (
+            "SELECT city, amount FROM orders JOIN customers ON customers.id = customer_id",
+            "4 rows, the reference has 2",
+        ),
+        ("SELEKT 1", "the query failed: OperationalError"),
+        ("", "no SQL query in the answer"),
+    ]
+    results = scorer(sandbox).score_batch([ROW] * len(cases), [query for query, _ in cases])
+    for (query, reason), result in zip(cases, results, strict=True):
+        assert result.score == 0.0 and reason in result.reason, (query, result.reason)
+
+
+def test_floats_match_within_the_tolerance(sandbox):
+    near = "SELECT c.city, SUM(o.amount) + 0.001 FROM customers c JOIN orders o ON o.customer_id = c.id GROUP BY c.city"
+    assert scorer(sandbox).score(ROW, near).score == 0.0
+    assert scorer(sandbox, float_tolerance=0.01).score(ROW, near).score == 1.0
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "DELETE FROM orders",
+        "INSERT INTO orders VALUES (9, 1, 1.0)",
+        "ATTACH DATABASE '/tmp/x.db' AS x",
+        "PRAGMA writable_schema = ON",
+        "DROP TABLE customers",
+    ],
+)
+def test_a_query_that_would_write_or_reach_outside_is_refused(sandbox, query):
+    result = scorer(sandbox).score(ROW, query)
+    assert result.score == 0.0 and "not authorized" in result.reason, result.reason
+
+
+def test_a_query_that_never_ends_is_stopped_at_its_time_limit(sandbox):
+    forever = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n"
+    result = scorer(sandbox, timeout_s=1).score(ROW, forever)
+    assert result.score == 0.0 and "time limit" in result.reason, result.reason
+
+
+def test_rows_without_a_fixture_or_reference_say_which_field(sandbox):
+    assert "'schema'" in scorer(sandbox).score({"answer": "SELECT 1"}, "SELECT 1").reason
+    assert "'answer'" in scorer(sandbox).score({"schema": SCHEMA}, "SELECT 1").reason
+
+
+def test_the_query_is_read_from_a_fence_or_the_whole_answer():
+    assert extract_sql("Here:\n```sql\nSELECT 1;\n```\nDone.") == "SELECT 1"
+    assert extract_sql("  SELECT 2 ; ") == "SELECT 2"
+
+
+def test_bad_specs_are_refused_naming_the_field():
+    for spec, field in (({"timeout_s": 0}, "timeout_s"), ({"float_tolerance": 2}, "float_tolerance")):
+        with pytest.raises(SpecError) as error:
+            validate_spec({"type": "sql_result", **spec})
+        assert error.value.field == field
