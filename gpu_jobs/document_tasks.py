@@ -1,6 +1,10 @@
 """Anneal's own document tasks, generated offline like the reasoning-gym packs (anneal.datasets.pack_catalogue
 offers them beside those): each row a generated document and a question whose answer is checked as data.
 
+- ``sql_queries``: a generated shop database (customers, products, orders; its schema in the prompt, its rows
+  in the row's ``schema`` column) and a question a SQL query answers, checked by running the answer's query
+  against the reference's (the ``sql_result`` verifier, in a sandbox). Difficulty 0-5: a count, a filter, a sum
+  over a join, a GROUP BY, a HAVING, a filtered aggregate over three tables; more rows as it grows.
 - ``report_tables``: a shipping report in prose (shipments in varied phrasings among unrelated sentences); the
   answer is the table of the shipments asked for (every one, or those from one city at higher difficulty), in
   the order the report gives them, checked cell by cell by the ``table`` verifier (gpu_jobs.rewards.table).
@@ -42,6 +46,9 @@ class DocumentTask:
     description: str
     make: Callable[[random.Random, int], dict]
     spec: dict
+    # Whether a generated row is sound (its reference is right), checked where the row is made, without a
+    # sandbox: the pack keeps only rows that pass.
+    check: Callable[[dict], bool]
 
 
 def _shipment(rng: random.Random) -> dict:
@@ -91,12 +98,125 @@ def report_table(rng: random.Random, difficulty: int) -> dict:
     return {"prompt": prompt, "answer": _csv(columns, wanted), "table": table}
 
 
+def _table_check(row: dict) -> bool:
+    from gpu_jobs.rewards import build_scorer
+
+    scorer = build_scorer(TASKS["report_tables"].spec)
+    return scorer.score(row, row["answer"]).score == 1.0 and scorer.score(row, "no idea").score == 0.0
+
+
+SHOP_SCHEMA = """CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL, city TEXT NOT NULL);
+CREATE TABLE products (id INTEGER PRIMARY KEY, name TEXT NOT NULL, category TEXT NOT NULL, price REAL NOT NULL);
+CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL REFERENCES customers(id),
+  product_id INTEGER NOT NULL REFERENCES products(id), quantity INTEGER NOT NULL, day INTEGER NOT NULL);"""
+NAMES = ["Ada", "Bob", "Chen", "Dara", "Eli", "Femi", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea"]
+CATEGORIES = ["tools", "garden", "kitchen", "office"]
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def sql_query(rng: random.Random, difficulty: int) -> dict:
+    customers = [
+        (i + 1, name, rng.choice(CITIES[:4])) for i, name in enumerate(rng.sample(NAMES, 6 + difficulty))
+    ]
+    products = [
+        (i + 1, f"{rng.choice(GOODS)}-{i + 1}", rng.choice(CATEGORIES), round(rng.uniform(2, 90), 2))
+        for i in range(5 + difficulty)
+    ]
+    orders = [
+        (i + 1, rng.choice(customers)[0], rng.choice(products)[0], rng.randint(1, 9), rng.randint(1, 90))
+        for i in range(12 + 4 * difficulty)
+    ]
+    inserts = [
+        "INSERT INTO customers VALUES "
+        + ", ".join(f"({i}, {_quoted(n)}, {_quoted(c)})" for i, n, c in customers)
+        + ";",
+        "INSERT INTO products VALUES "
+        + ", ".join(f"({i}, {_quoted(n)}, {_quoted(c)}, {p})" for i, n, c, p in products)
+        + ";",
+        "INSERT INTO orders VALUES "
+        + ", ".join(f"({i}, {c}, {p}, {q}, {d})" for i, c, p, q, d in orders)
+        + ";",
+    ]
+    city = rng.choice([c for _, _, c in customers])
+    name = rng.choice([n for _, n, _ in customers])
+    category = rng.choice([c for _, _, c, _ in products])
+    threshold = rng.randint(1, 3)
+    join = "FROM orders o JOIN customers c ON c.id = o.customer_id JOIN products p ON p.id = o.product_id"
+    questions = [
+        (
+            f"How many customers live in {city}?",
+            f"SELECT COUNT(*) FROM customers WHERE city = {_quoted(city)}",
+        ),
+        (
+            f"The names of the customers who live in {city}.",
+            f"SELECT name FROM customers WHERE city = {_quoted(city)}",
+        ),
+        (
+            f"How many items (the sum of quantities) has {name} ordered in all?",
+            f"SELECT COALESCE(SUM(o.quantity), 0) {join} WHERE c.name = {_quoted(name)}",
+        ),
+        (
+            "For each city, the number of orders its customers placed (one row per city with at least one order: "
+            "city, count).",
+            f"SELECT c.city, COUNT(*) {join} GROUP BY c.city",
+        ),
+        (
+            f"The names of the customers who placed more than {threshold} orders.",
+            f"SELECT c.name {join} GROUP BY c.id HAVING COUNT(*) > {threshold}",
+        ),
+        (
+            f"The revenue (quantity times price) of the {category} category, per customer name (name, revenue; "
+            "customers with no such order left out).",
+            f"SELECT c.name, SUM(o.quantity * p.price) {join} WHERE p.category = {_quoted(category)} GROUP BY c.id",
+        ),
+    ]
+    question, reference = questions[difficulty]
+    schema = SHOP_SCHEMA + "\n" + "\n".join(inserts)
+    prompt = (
+        "A SQLite database of a shop:\n\n"
+        + SHOP_SCHEMA
+        + "\n\nWrite one SQL query (SQLite) that answers: "
+        + question
+        + " Answer with the query in a ```sql block."
+    )
+    return {"prompt": prompt, "schema": schema, "answer": reference}
+
+
+def _sql_check(row: dict) -> bool:
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(row["schema"])
+        return len(db.execute(row["answer"]).fetchall()) >= 1
+    except sqlite3.Error:
+        return False
+    finally:
+        db.close()
+
+
 TASKS: dict[str, DocumentTask] = {
     "report_tables": DocumentTask(
         "report_tables",
         "the shipments of a prose report, as a table (the table verifier, cell by cell)",
         report_table,
         {"type": "table", "reference_field": "table", "row_order": "strict", "columns": "name"},
+        _table_check,
+    ),
+    "sql_queries": DocumentTask(
+        "sql_queries",
+        "a question about a generated shop database, answered by a SQL query (the sql_result verifier)",
+        sql_query,
+        {
+            "type": "sql_result",
+            "schema_field": "schema",
+            "reference_field": "answer",
+            "order_sensitive": False,
+        },
+        _sql_check,
     ),
 }
 

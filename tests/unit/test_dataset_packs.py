@@ -101,4 +101,5 @@ def test_the_pack_page_makes_a_pack_in_one_click(owner, client):
     )
     assert response.status_code == 302
     detail = client.get(response.url).content.decode()
-    assert "Domain pack: reasoning-gym tasks chain_sum" in detail and "chain_sum: 3" in detail
+    assert "Domain pack: tasks chain_sum" in detail and "chain_sum: 3" in detail
+    assert 'value="report_tables"' in page and 'value="sql_queries"' in page

@@ -64,3 +64,37 @@ def test_a_pack_of_report_tables_makes_a_version_and_a_table_verifier(world):
     tables = [row for row in read_rows(version.rows_path) if row["domain"] == "report_tables"]
     assert all(scorer.score(row, row["answer"]).score == 1.0 for row in tables)
     assert all(scorer.score(row, "I cannot tell.").score == 0.0 for row in tables)
+
+
+def test_every_sql_question_s_reference_scores_1_through_the_sandbox_and_a_wrong_query_0():
+    from gpu_jobs.document_tasks import TASKS
+    from sandboxes.client import SandboxClient
+
+    rows = [
+        row
+        for d in range(MAX_DIFFICULTY + 1)
+        for row in document_rows(task="sql_queries", size=2, seed=5, difficulty=d)
+    ]
+    assert {"CREATE TABLE customers" in row["prompt"] and "INSERT INTO" in row["schema"] for row in rows} == {
+        True
+    }
+    assert "INSERT INTO" not in rows[0]["prompt"]  # the rows are the database's, not the prompt's
+    scorer = build_scorer(TASKS["sql_queries"].spec, sandbox=SandboxClient())
+    right = scorer.score_batch(rows, [f"```sql\n{row['answer']};\n```" for row in rows])
+    assert [r.score for r in right] == [1.0] * len(rows), [r.reason for r in right]
+    wrong = scorer.score_batch(rows, ["SELECT 42"] * len(rows))
+    assert max(r.score for r in wrong) == 0.0
+
+
+@pytest.mark.django_db
+def test_a_sql_pack_is_offered_and_makes_a_sql_result_verifier(world):
+    api = api_client(world["owner"])
+    made = api.post(
+        "/api/v1/datasets/packs/create",
+        {"name": "shop", "tasks": ["sql_queries"], "size": 4, "seed": 1, "difficulty": 4},
+        format="json",
+    )
+    assert made.status_code == 201, made.content
+    assert Verifier.objects.get(name="shop/sql_queries").latest_version.spec["type"] == "sql_result"
+    version = DatasetVersion.objects.get(pk=made.json()["dataset_version"]["id"])
+    assert version.row_count == 4 and all("schema" in row for row in read_rows(version.rows_path))
