@@ -112,3 +112,18 @@ def test_another_team_s_checkpoint_is_not_found(world, card_job):
     pages = page_client(world["outsider"])
     assert pages.get(f"/checkpoints/{checkpoint.pk}/card/").status_code == 404
     assert pages.get(f"/checkpoints/{checkpoint.pk}/card.md").status_code == 404
+
+
+def test_a_single_domain_is_listed_once_by_length_not_again_as_the_mean(world, launch, tmp_path):
+    job = launch("one", max_steps=4)
+    evaluation = {"eval/mean": 0.5, "eval/all": 0.5, "eval_length/8/mean": 0.5, "eval_length/8/all": 0.5}
+    job_events_record(
+        job_id=job.pk,
+        events=[
+            ("metric", {"step": 0, **evaluation}),
+            ("metric", {"step": 4, **evaluation, "eval_length/8/all": 0.75}),
+        ],
+    )
+    checkpoint = checkpoint_record(job=job, step=4, location=str(tmp_path / "c"), code_version="x")
+    card = api_client(world["owner"]).get(f"/api/v1/checkpoints/{checkpoint.pk}/card").json()
+    assert [(r["domain"], r["checkpoint"]) for r in card["held_out_by_length"]["rows"]] == [("all", 0.75)]

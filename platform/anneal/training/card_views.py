@@ -56,6 +56,8 @@ def checkpoint_card(request, pk: int):
         ],
         "run_time": _duration(card["cost"]["run_seconds"]),
         "spend": usd(card["cost"]["total"]),
+        "started": (card["time"]["started_at"] or "")[:19].replace("T", " "),
+        "finished": (card["time"]["finished_at"] or "")[:19].replace("T", " "),
         **_curve(card["curves"].get("reward") or []),
     }
     return render(request, "training/model_card.html", context)

@@ -62,7 +62,9 @@ def _by_length(job, step: int) -> dict | None:
         return None
     base = steps.index(0)
     rows = []
-    for domain in found["domains"]:
+    # One domain: its rows are the mean's, so it is listed once, by its name.
+    domains = found["domains"] if len(found["domains"]) != 2 else found["domains"][1:]
+    for domain in domains:
         per_step = found["scores"][domain]
         for bucket, (bound, count) in enumerate(zip(found["bounds"], found["rows"], strict=True)):
             before, after = per_step[base][bucket], per_step[at][bucket]
@@ -148,8 +150,8 @@ def model_card(*, checkpoint: Checkpoint) -> dict:
         "cost": spend,
         "time": {
             "run_seconds": spend["run_seconds"],
-            "started_at": job.started_at.isoformat() if job.started_at else None,
-            "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+            "started_at": job.started_at.isoformat(timespec="seconds") if job.started_at else None,
+            "finished_at": job.finished_at.isoformat(timespec="seconds") if job.finished_at else None,
         },
     }
 
