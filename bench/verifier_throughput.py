@@ -1,7 +1,8 @@
 """Scores per second for each verifier type on a batch of 1,000 (row, completion) pairs.
 
 Each type scores the same kind of arithmetic rows (a mix of right and wrong answers) through the real
-engine (`build_scorer(spec).score_batch`), after one warm-up batch of 8 so that one-off costs (importing
+engine (`build_scorer(spec).score_batch`; `table` and `sql_result` get the same answers as a CSV table and a
+query), after one warm-up batch of 8 so that one-off costs (importing
 math-verify or sacreBLEU, loading the MiniLM model) are not counted. The code types go through the real
 local sandbox (bubblewrap); the model judge talks to a tiny OpenAI-compatible server on 127.0.0.1 that
 answers at once, so its figure is the engine's overhead, not a model's speed.
@@ -48,9 +49,32 @@ def samples(n: int) -> tuple[list[dict], list[str]]:
     for i in range(n):
         a, b = i % 97, (i * 7) % 89
         answer = a + b if i % 3 else a + b + 1  # two in three right
-        rows.append({"prompt": f"{a}+{b}=", "answer": str(a + b), "tests": [f"assert result == {a + b}"]})
+        rows.append(
+            {
+                "prompt": f"{a}+{b}=",
+                "answer": str(a + b),
+                "tests": [f"assert result == {a + b}"],
+                "table": [{"a": a, "b": b, "sum": a + b}],
+                "schema": f"CREATE TABLE t (a INTEGER, b INTEGER); INSERT INTO t VALUES ({a}, {b});",
+                "query": "SELECT a + b FROM t",
+            }
+        )
         completions.append(f"<think>{a} plus {b}</think><answer>{answer}</answer>\n```python\n{a} + {b}\n```")
     return rows, completions
+
+
+# Types whose answers are not the shared completion's: (row, shared completion) -> this type's completion.
+OWN_COMPLETIONS = {
+    "table": lambda row, done: (
+        f"a,b,sum\n{row['table'][0]['a']},{row['table'][0]['b']},"
+        + done.split("<answer>")[1].split("</answer>")[0]
+    ),
+    "sql_result": lambda row, done: (
+        "```sql\nSELECT a + b"
+        + ("" if done.split("<answer>")[1].split("</answer>")[0] == row["answer"] else " + 1")
+        + " FROM t\n```"
+    ),
+}
 
 
 def specs(judge_url: str) -> dict[str, dict]:
@@ -65,6 +89,8 @@ def specs(judge_url: str) -> dict[str, dict]:
         "numeric": {"type": "numeric", "extract": "tag"},
         "math": {"type": "math", "extract": "tag"},
         "json": {"type": "json", "schema": {"type": "object"}},
+        "table": {"type": "table", "reference_field": "table"},
+        "sql_result": {"type": "sql_result", "reference_field": "query"},
         "keywords": {"type": "keywords", "required": ["plus"], "forbidden": ["minus"]},
         "format": {"type": "format"},
         "similarity_bleu": {"type": "similarity", "metric": "bleu", "extract": "tag"},
@@ -105,9 +131,11 @@ def main() -> None:
     print(f"{'type':<20} {'scores/s':>10} {'seconds':>9} {'mean score':>11}   batch of {args.batch}")
     for name in chosen:
         scorer = build_scorer(all_specs[name], sandbox=sandbox, outbound=judge_outbound)
-        scorer.score_batch(rows[:8], completions[:8])  # warm-up: imports, model loading
+        own = OWN_COMPLETIONS.get(name)
+        answers = [own(r, c) for r, c in zip(rows, completions, strict=True)] if own else completions
+        scorer.score_batch(rows[:8], answers[:8])  # warm-up: imports, model loading
         start = time.perf_counter()
-        results = scorer.score_batch(rows, completions)
+        results = scorer.score_batch(rows, answers)
         elapsed = time.perf_counter() - start
         mean = sum(r.score for r in results) / len(results)
         print(f"{name:<20} {len(results) / elapsed:>10.1f} {elapsed:>9.2f} {mean:>11.3f}", flush=True)
