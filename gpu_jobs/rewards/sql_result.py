@@ -21,7 +21,16 @@ from sandboxes.types import Limits, RunRequest, RunResult, Status
 
 MAX_ROWS = 1000  # rows kept of each result set; a query returning more is compared on these and says so
 MAX_TIMEOUT_S = 30.0
-CHUNK = 16  # samples per sandbox run
+CHUNK = 8  # samples per sandbox run
+# Each result set comes back in at most this many bytes of JSON (else it is an error of its sample alone), so
+# the run's report always fits the sandbox's output limit: one sample cannot cost the others their verdict.
+MAX_RESULT_BYTES = 200_000
+OUTPUT_BYTES = CHUNK * 2 * MAX_RESULT_BYTES + 65_536
+# A text or blob longer than this crosses as its SHA-256 (equal values stay equal); SQLite refuses to build
+# one past SQLITE_LENGTH, and each connection's heap is capped, so a query cannot take the sandbox's memory.
+MAX_CELL_CHARS = 200
+SQLITE_LENGTH = 1_000_000
+SQLITE_HEAP_BYTES = 64 << 20
 REPORT = "ANNEAL_SQL "
 _FENCED_SQL = re.compile(r"```(?:sql|sqlite)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
@@ -34,15 +43,25 @@ import json, sqlite3, sys, time
 job = json.loads(sys.stdin.read())
 READS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
 
+import hashlib
+
 def plain(value):
     if isinstance(value, bytes):
-        return value.hex()
+        value = "x'" + value.hex() + "'"
+    if isinstance(value, str) and len(value) > job["max_cell_chars"]:
+        return "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
     if isinstance(value, float) and value != value:
         return None
     return value
 
-def run(fixture, sql, read_only, deadline):
+def connect():
     db = sqlite3.connect(":memory:")
+    db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, job["sqlite_length"])
+    db.execute("PRAGMA hard_heap_limit = %d" % job["sqlite_heap_bytes"])
+    return db
+
+def run(fixture, sql, read_only, deadline):
+    db = connect()
     fixture.backup(db)
     if read_only:
         db.set_authorizer(lambda action, *rest: sqlite3.SQLITE_OK if action in READS else sqlite3.SQLITE_DENY)
@@ -58,13 +77,17 @@ def run(fixture, sql, read_only, deadline):
         return {"columns": [], "rows": [], "truncated": False, "error": type(exc).__name__ + ": " + message}
     finally:
         db.set_progress_handler(None, 0)
-    return {"columns": columns, "rows": [[plain(v) for v in row] for row in rows[: job["max_rows"]]],
-            "truncated": len(rows) > job["max_rows"], "error": None}
+    result = {"columns": [plain(c) for c in columns], "rows": [[plain(v) for v in row] for row in rows[: job["max_rows"]]],
+              "truncated": len(rows) > job["max_rows"], "error": None}
+    if len(json.dumps(result)) > job["max_result_bytes"]:
+        message = "its result is over %d bytes of JSON" % job["max_result_bytes"]
+        return {"columns": [], "rows": [], "truncated": False, "error": "TooLarge: " + message}
+    return result
 
 results = []
 for sample in job["samples"]:
     deadline = time.monotonic() + job["deadline_s"]
-    fixture = sqlite3.connect(":memory:")
+    fixture = connect()
     try:
         fixture.executescript(sample["schema"])
     except Exception as exc:
@@ -181,11 +204,19 @@ class SqlResult(Scorer):
 
     def _request(self, samples: list[dict], nonce: str) -> RunRequest:
         timeout = float(self.spec["timeout_s"])
-        stdin = json.dumps({"nonce": nonce, "max_rows": MAX_ROWS, "deadline_s": timeout, "samples": samples})
+        job = {
+            "nonce": nonce,
+            "max_rows": MAX_ROWS,
+            "max_result_bytes": MAX_RESULT_BYTES,
+            "max_cell_chars": MAX_CELL_CHARS,
+            "sqlite_length": SQLITE_LENGTH,
+            "sqlite_heap_bytes": SQLITE_HEAP_BYTES,
+            "deadline_s": timeout,
+            "samples": samples,
+        }
         limit = timeout * len(samples) + 2
-        return RunRequest(
-            language="python", code=PROGRAM, stdin=stdin, limits=Limits(wall_s=limit, cpu_s=limit)
-        )
+        limits = Limits(wall_s=limit, cpu_s=limit, output_bytes=OUTPUT_BYTES)
+        return RunRequest(language="python", code=PROGRAM, stdin=json.dumps(job), limits=limits)
 
     def _verdict(self, entry: dict | None, run: RunResult) -> ScoreResult:
         if entry is None:

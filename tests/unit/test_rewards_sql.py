@@ -105,3 +105,30 @@ def test_bad_specs_are_refused_naming_the_field():
         with pytest.raises(SpecError) as error:
             validate_spec({"type": "sql_result", **spec})
         assert error.value.field == field
+
+
+def test_a_query_that_floods_memory_or_output_fails_alone_and_the_batch_keeps_its_verdicts(sandbox):
+    hostile = [
+        "SELECT length(zeroblob(100000000)), 1",  # past SQLite's length limit
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 999) "
+        "SELECT x, printf('%.*c', 190, 'y') || x FROM n",  # 999 rows of 190+ characters: past the result's bytes
+        "SELECT randomblob(500000)",  # a long blob crosses as its digest
+    ]
+    answers = [ROW["answer"], *hostile, ROW["answer"]]
+    results = scorer(sandbox).score_batch([ROW] * len(answers), answers)
+    assert [r.score for r in results] == [1.0, 0.0, 0.0, 0.0, 1.0], [r.reason for r in results]
+    assert "too big" in results[1].reason and "bytes of JSON" in results[2].reason
+    assert "1 columns, the reference has 2" in results[3].reason
+
+
+def test_long_texts_compare_by_digest_and_still_match():
+    from sandboxes.client import SandboxClient as Client
+
+    long = "x" * 5000
+    row = {
+        "schema": f"CREATE TABLE t (v TEXT); INSERT INTO t VALUES ('{long}');",
+        "answer": "SELECT v FROM t",
+    }
+    sql = build_scorer({"type": "sql_result"}, sandbox=Client())
+    assert sql.score(row, "SELECT v FROM t").score == 1.0
+    assert sql.score(row, "SELECT v || 'y' FROM t").score == 0.0
