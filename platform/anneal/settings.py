@@ -333,8 +333,15 @@ SESSION_COOKIE_HTTPONLY = True
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Anneal API",
-    "DESCRIPTION": "Datasets, verifiers, RL post-training jobs and their live events. Authenticate with "
-    "`Authorization: Bearer <token>` (a personal API token bound to one team).",
+    "DESCRIPTION": "Datasets, verifiers, RL post-training jobs and their live events, checkpoints and their "
+    "model cards, deployments. Authenticate with `Authorization: Bearer <token>` (a personal API token bound to "
+    "one team). Every write may carry an `Idempotency-Key` header: sent again, it gets the first answer back.\n\n"
+    "A deployment serves an **OpenAI-compatible API at `/v1`** (`/v1/chat/completions`, `/v1/completions`, "
+    "`/v1/models`, `/v1/files`, `/v1/batches`), authenticated with a deployment key (`sk-anneal-…`, made on "
+    "the deployment's page or with `POST /api/v1/deployments/keys`); point the openai client's `base_url` at "
+    "`<site>/v1`. A model without a chat template (the tiny model) takes a one-message chat as its bare text, "
+    "so `/v1/completions` with the raw prompt is the exact form; refusals use OpenAI's error shape, and a "
+    "reached spending cap is `429 insufficient_quota` naming the cap and where it is changed.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
