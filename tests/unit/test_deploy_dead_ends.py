@@ -68,6 +68,21 @@ def test_a_model_without_a_chat_template_starts_the_playground_in_raw_completion
     assert '<input id="chat-raw" type="checkbox" checked>' in playground
 
 
+def test_a_checkpoint_on_another_host_answers_by_its_base_model(world, tmp_path):
+    from anneal.deployments.selectors import deployment_has_chat_template
+
+    deployment = _deployment(world, tmp_path, template="{{ messages }}")
+    checkpoint = deployment.checkpoint
+    checkpoint.location = str(tmp_path / "on-the-gpu-host")  # not on this machine
+    checkpoint.save()
+    assert deployment_has_chat_template(deployment) is False  # the tiny family has no chat template
+    owner = page_client(world["owner"])
+    assert 'id="chat-template-note"' in owner.get(f"/deployments/{deployment.pk}/").content.decode()
+    checkpoint.job.spec = {"model": "some-local-model"}
+    checkpoint.job.save()
+    assert deployment_has_chat_template(deployment) is None  # neither folder here: the page says nothing
+
+
 def test_a_model_with_a_chat_template_starts_the_playground_in_chat(world, tmp_path):
     deployment = _deployment(world, tmp_path, template="{{ messages[0]['content'] }}")
     owner = page_client(world["owner"])

@@ -207,6 +207,19 @@ def replica_counts(deployment: Deployment) -> dict[str, int]:
 
 
 def deployment_has_chat_template(deployment: Deployment) -> bool | None:
-    """Whether the deployed checkpoint's tokenizer has a chat template (None: its files are not on this host).
-    Without one, a chat of one user message is sent as its bare text (gpu_jobs.serving.chat_template)."""
-    return folder_has_chat_template(deployment.checkpoint.location)
+    """Whether the deployed checkpoint's tokenizer has a chat template (None: neither its files nor its base
+    model's are on this host). Without one, a chat of one user message is sent as its bare text
+    (gpu_jobs.serving.chat_template). Training keeps the base model's tokenizer, so the base model answers
+    for a checkpoint whose files live on another host; the tiny family has none."""
+    from gpu_jobs.memory import model_folder
+    from gpu_jobs.model_store import TINY, TINY_LONG
+
+    found = folder_has_chat_template(deployment.checkpoint.location)
+    if found is not None:
+        return found
+    checkpoint = deployment.checkpoint
+    base = (checkpoint.lineage or {}).get("base_model") or (checkpoint.job.spec or {}).get("model")
+    if base in (TINY, TINY_LONG):
+        return False
+    folder = model_folder(base, store=settings.MODEL_STORE) if isinstance(base, str) and base else None
+    return folder_has_chat_template(folder) if folder is not None else None
