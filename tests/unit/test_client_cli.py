@@ -161,3 +161,27 @@ def test_the_watch_view_shows_steps_eta_reward_pass_rates_rollout_and_alarms():
     assert "step 3/10" in screen and "ETA 0:01:10" in screen and "pass rate sums  0.75" in screen
     assert "latest rollout (step 1)" in screen and "completion: 57" in screen
     assert "ALARM no_signal at step 3" in screen
+
+
+def test_packs_are_listed_and_made_from_the_command_line(home, monkeypatch):
+    with ScriptedApi() as api:
+        monkeypatch.setenv("ANNEAL_API_KEY", "ann_test")
+        monkeypatch.setenv("ANNEAL_BASE_URL", api.url)
+        api.routes["/api/v1/datasets/packs"] = [
+            (200, {}, {"tasks": [{"task": "report_tables", "has_curriculum": True}], "max_difficulty": 5})
+        ]
+        made = {
+            "dataset_version": {"id": 9, "row_count": 20},
+            "verifiers": [{"id": 4, "name": "docs/report_tables", "version": 5}],
+            "dropped": {},
+        }
+        api.routes["/api/v1/datasets/packs/create"] = [(201, {}, made)]
+        listed = run("datasets", "packs")
+        assert listed.exit_code == 0 and "report_tables" in listed.output, listed.output
+        result = run(
+            "datasets", "pack", "docs", "--task", "report_tables", "--size", "20", "--difficulty", "2"
+        )
+        assert result.exit_code == 0, result.output
+        assert "version 9 (20 rows)" in result.output and "docs/report_tables" in result.output
+    posts = [path for method, path, _, _ in api.seen if method == "POST"]
+    assert posts == ["/api/v1/datasets/packs/create"]

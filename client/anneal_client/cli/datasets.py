@@ -225,3 +225,57 @@ def split(
             f"train: version {train.id} ({train.row_count} rows); eval: version {held_out.id} ({held_out.row_count} rows)"
         ),
     )
+
+
+@group.command()
+@json_option
+@pass_context
+def packs(ctx: Context, as_json: bool) -> None:
+    """The domain-pack tasks offered (reasoning-gym's and Anneal's document tasks)."""
+    offered = ctx.client.datasets.packs()
+    show(
+        ctx,
+        offered,
+        as_json,
+        lambda: table(
+            ctx,
+            offered.get("tasks", []),
+            [
+                ("TASK", lambda t: t.get("task")),
+                ("DIFFICULTY LEVELS", lambda t: "yes" if t.get("has_curriculum") else ""),
+            ],
+        ),
+    )
+
+
+@group.command()
+@click.argument("name")
+@click.option(
+    "--task", "tasks", multiple=True, required=True, help="A task from `anneal datasets packs` (repeat)."
+)
+@click.option("--size", type=int, default=100, show_default=True, help="Rows per task.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--difficulty", type=int, default=None, help="0 (easiest) to 5, for tasks with levels.")
+@json_option
+@pass_context
+def pack(
+    ctx: Context,
+    name: str,
+    tasks: tuple[str, ...],
+    size: int,
+    seed: int,
+    difficulty: int | None,
+    as_json: bool,
+) -> None:
+    """Make dataset NAME from pack tasks, with a verifier per task (NAME/TASK)."""
+    made = ctx.client.datasets.create_pack(
+        name=name, tasks=list(tasks), size=size, seed=seed, difficulty=difficulty
+    )
+
+    def text() -> None:
+        version = made.get("dataset_version") or {}
+        ctx.out.print(f"dataset {name}: version {version.get('id')} ({version.get('row_count')} rows)")
+        for verifier in made.get("verifiers", []):
+            ctx.out.print(f"verifier {verifier.get('name')} (#{verifier.get('id')})")
+
+    show(ctx, made, as_json, text)
