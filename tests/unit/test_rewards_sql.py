@@ -132,3 +132,16 @@ def test_long_texts_compare_by_digest_and_still_match():
     sql = build_scorer({"type": "sql_result"}, sandbox=Client())
     assert sql.score(row, "SELECT v FROM t").score == 1.0
     assert sql.score(row, "SELECT v || 'y' FROM t").score == 0.0
+
+
+def test_the_docker_backend_judges_the_same_way():
+    from sandboxes.backends.docker import DockerBackend
+
+    backend = DockerBackend(pool_size=0)
+    problem = backend.engine_problem()
+    if problem:
+        pytest.skip(f"no Docker API here: {problem}")
+    sql = build_scorer({"type": "sql_result"}, sandbox=backend)
+    results = sql.score_batch([ROW] * 3, [ROW["answer"], "DELETE FROM orders", "SELECT 1, 2"])
+    assert [r.score for r in results] == [1.0, 0.0, 0.0], [r.reason for r in results]
+    assert "not authorized" in results[1].reason
