@@ -43,6 +43,21 @@ def slot_of(*, caller: str, method: str, path: str, key: str) -> str:
     return "idem:" + hashlib.sha256(f"{caller}\n{method}\n{path}\n{key}".encode()).hexdigest()
 
 
+def _authenticated(request: HttpRequest) -> bool:
+    """Whether the credential still signs in (checked before a replay: a revoked token gets no answer)."""
+    from rest_framework.exceptions import AuthenticationFailed
+
+    from anneal.accounts.authentication import BearerTokenAuthentication
+
+    if request.META.get("HTTP_AUTHORIZATION"):
+        try:
+            return BearerTokenAuthentication().authenticate(request) is not None
+        except AuthenticationFailed:
+            return False
+    user = getattr(request, "user", None)  # a session: AuthenticationMiddleware ran before this one
+    return bool(user is not None and user.is_authenticated)
+
+
 def _forget(slot: str) -> None:
     try:
         cache.delete(slot)
@@ -83,6 +98,8 @@ class IdempotencyMiddleware:
             )
             return self.get_response(request)
         if not first:
+            if not _authenticated(request):  # a token revoked, a session ended since: the view says 401
+                return self.get_response(request)
             kept = cache.get(slot)
             if isinstance(kept, str) and kept != PENDING:
                 return _replay(json.loads(kept))

@@ -112,10 +112,10 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    # A REST write sent again with its Idempotency-Key (a client's retry) gets the first answer, not a second act.
-    "anneal.idempotency.IdempotencyMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A REST write sent again with its Idempotency-Key (a client's retry) gets the first answer, not a second act.
+    "anneal.idempotency.IdempotencyMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

@@ -4,6 +4,7 @@ back and acts once; keys are the caller's own; a key still being answered gets 4
 import hashlib
 
 from django.core.cache import cache
+from django.utils import timezone
 
 from anneal.idempotency import slot_of
 from anneal.verifiers.models import Verifier
@@ -82,3 +83,13 @@ def test_a_secret_shown_once_is_never_kept_for_a_replay(world):
     assert cache.get(slot) is None  # neither the key nor a "pending" mark stays in Redis
     again = client.post(path, {"name": "app2"}, format="json", HTTP_IDEMPOTENCY_KEY="key-1")
     assert again.status_code == 201 and again.json()["key"] != raw
+
+
+def test_a_revoked_token_gets_no_replay(world):
+    from anneal.accounts.models import ApiToken
+
+    client = token_client(world["owner"])
+    assert _post(client, "before-revoke").status_code == 201
+    ApiToken.objects.update(revoked_at=timezone.now())
+    again = _post(client, "before-revoke")
+    assert again.status_code == 401 and not again.has_header("Idempotent-Replayed")
