@@ -15,6 +15,7 @@ import secrets
 from gpu_jobs.rewards import code_judge
 from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, shorten
 from gpu_jobs.rewards.python_tests import TAMPERING, tampering_result
+from gpu_jobs.rewards.sandboxed import run_or_outage
 from sandboxes.client import SandboxClient
 from sandboxes.types import RunResult, Status
 
@@ -79,12 +80,7 @@ class CustomPython(Scorer):
             nonces.append(nonce)
         if self._sandbox is None:
             self._sandbox = SandboxClient()
-        try:
-            runs = self._sandbox.run_many(requests) if requests else []
-        except Exception as exc:  # a broker or host outage must not stop training
-            runs = [RunResult(Status.SANDBOX_ERROR, None, "", f"sandbox unavailable: {exc}", 0.0)] * len(
-                requests
-            )
+        runs = run_or_outage(self._sandbox, requests)
         results: list[ScoreResult] = [ScoreResult(0.0, {}, "")] * len(rows)
         for chunk, nonce, run in zip(chunks, nonces, runs, strict=True):
             entries = _report(run.stdout, nonce, len(chunk))

@@ -18,6 +18,7 @@ import secrets
 from gpu_jobs.rewards import code_judge
 from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, shorten
 from gpu_jobs.rewards.extract import extract_python_code
+from gpu_jobs.rewards.sandboxed import run_or_outage
 from sandboxes.client import SandboxClient
 from sandboxes.types import RunRequest, RunResult, Status
 
@@ -129,12 +130,7 @@ class PythonTests(Scorer):
         nonces = [secrets.token_hex(16) for _ in chunks]
         if chunks:
             requests = [self._request(chunk, nonce) for chunk, nonce in zip(chunks, nonces, strict=True)]
-            try:
-                runs = self._client().run_many(requests)
-            except Exception as exc:  # a broker or host outage must not stop training: score 0 and say why
-                runs = [RunResult(Status.SANDBOX_ERROR, None, "", f"sandbox unavailable: {exc}", 0.0)] * len(
-                    requests
-                )
+            runs = run_or_outage(self._client(), requests)
             for chunk, nonce, run in zip(chunks, nonces, runs, strict=True):
                 report = code_judge.find_report(run.stdout, nonce)
                 entries = report.get("results") if report else None

@@ -16,6 +16,7 @@ import re
 import secrets
 
 from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, shorten
+from gpu_jobs.rewards.sandboxed import run_or_outage
 from sandboxes.client import SandboxClient
 from sandboxes.types import Limits, RunRequest, RunResult, Status
 
@@ -185,12 +186,7 @@ class SqlResult(Scorer):
                 self._request([s for _, s in chunk], nonce)
                 for chunk, nonce in zip(chunks, nonces, strict=True)
             ]
-            try:
-                runs = self._client().run_many(requests)
-            except Exception as exc:  # a broker or host outage must not stop training: score 0 and say why
-                runs = [RunResult(Status.SANDBOX_ERROR, None, "", f"sandbox unavailable: {exc}", 0.0)] * len(
-                    requests
-                )
+            runs = run_or_outage(self._client(), requests)
             for chunk, nonce, run in zip(chunks, nonces, runs, strict=True):
                 entries = _report(run, nonce, len(chunk))
                 for (index, _), entry in zip(chunk, entries, strict=True):
