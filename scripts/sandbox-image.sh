@@ -39,7 +39,9 @@ service() {
   if answers; then echo "podman Docker API answers at unix://$SOCKET"; return; fi
   rm -f "$SOCKET"
   mkdir -p var/log
-  nohup podman system service --time=0 "unix://$SOCKET" >var/log/podman-service.log 2>&1 &
+  # Started from var/: conmon leaves an empty "oom" file in its working directory when the kernel kills a
+  # container for its memory cap, which must not land in the checkout.
+  (cd var && nohup podman system service --time=0 "unix://$SOCKET" >log/podman-service.log 2>&1 &)
   for _ in $(seq 100); do answers && { echo "started podman Docker API at unix://$SOCKET"; return; }; sleep 0.1; done
   echo "podman system service did not answer at $SOCKET; see var/log/podman-service.log" >&2
   exit 1
