@@ -58,6 +58,8 @@ def _json_table(text: str) -> Table | None:
     while start != -1:
         try:
             value, _ = json.JSONDecoder().raw_decode(text[start:])
+        except RecursionError:  # nested past the interpreter's limit: no table, and no point trying on
+            return None
         except ValueError:
             start = text.find("[", start + 1)
             continue

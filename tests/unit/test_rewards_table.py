@@ -94,3 +94,9 @@ def test_bad_specs_are_refused_naming_the_field():
         with pytest.raises(SpecError) as error:
             validate_spec({"type": "table", **spec})
         assert error.value.field == field
+
+
+@pytest.mark.parametrize("text", ["[1, " * 5000, "[[1," * 5000, "[" * 20000, '"' * 20000, ",;\t" * 7000])
+def test_hostile_text_is_no_table_and_no_verifier_error(text):
+    result = score(text)
+    assert result.score == 0.0 and "verifier error" not in result.reason
