@@ -80,7 +80,9 @@ def test_build_validate_preview_and_save_a_verifier(live_server, owner):
 
         page.fill("input[name=name]", "numbers")
         page.click("#verifier-form button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/verifiers/*/")
+        # The saved verifier's own page (/verifiers/<id>/), not the form's /verifiers/new/, which a glob
+        # matched at once: the check then raced the save (its probes) and read the form's heading.
+        page.wait_for_url(re.compile(rf"^{re.escape(live_server.url)}/verifiers/\d+/$"), timeout=60_000)
         expect(page.locator("h1")).to_contain_text("numbers")
         browser.close()
 
