@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import PurePosixPath
 
+from sandboxes.profiles import PYTHON, profile_problem
+
 LANGUAGES = ("python", "shell")
 
 
@@ -44,17 +46,22 @@ def _check_file_name(name: str) -> None:
 
 @dataclass
 class RunRequest:
-    """A program and its inputs. `files` are written (relative to the working directory) before it starts."""
+    """A program and its inputs. `files` are written (relative to the working directory) before it starts.
+    `profile` names the toolchains it needs beside Python and the shell (sandboxes/profiles.py)."""
 
     language: str  # "python" | "shell"
     code: str
     stdin: str = ""
     files: dict[str, str] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
+    profile: str = PYTHON
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
             raise ValueError(f"language must be one of {', '.join(LANGUAGES)}, got {self.language!r}")
+        problem = profile_problem(self.profile)
+        if problem:
+            raise ValueError(problem)
         for name in self.files:
             _check_file_name(name)
 
@@ -65,6 +72,7 @@ class RunRequest:
             "stdin": self.stdin,
             "files": dict(self.files),
             "limits": dataclasses.asdict(self.limits),
+            "profile": self.profile,
         }
 
     @classmethod
@@ -75,6 +83,7 @@ class RunRequest:
             stdin=d.get("stdin", ""),
             files=dict(d.get("files") or {}),
             limits=Limits(**(d.get("limits") or {})),
+            profile=d.get("profile") or PYTHON,  # a request from a client older than profiles
         )
 
 

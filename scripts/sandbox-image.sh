@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The docker sandbox backend's engine and image on this machine, from Debian's packages only (no registry):
 #  - Podman serving the Docker API on a unix socket (runc, cgroupfs), started when the socket does not answer;
-#  - the image, built once by debootstrap (minbase + python3) and `podman import`, skipped when it exists.
-# Usage: scripts/sandbox-image.sh [service|image|all]   (default all). Needs root and the Debian packages
+#  - the image, built once by debootstrap (minbase + python3) and `podman import`, skipped when it exists;
+#  - the toolchain profiles' images (c-cpp, javascript), built the same way.
+# Usage: scripts/sandbox-image.sh [service|image|profiles|all]   (default all). Needs root and the Debian packages
 # podman, runc and debootstrap (scripts/setup-system.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,26 +48,46 @@ service() {
   exit 1
 }
 
-image() {
-  need podman podman; need debootstrap debootstrap
-  write_conf
-  if podman image exists "$IMAGE"; then echo "sandbox image $IMAGE exists (cached)"; return; fi
-  local root
+# build_image IMAGE PACKAGES: a minbase Debian with PACKAGES (comma-separated), skipped when IMAGE exists.
+build_image() {
+  local image="$1" packages="$2" root
+  if podman image exists "$image"; then echo "sandbox image $image exists (cached)"; return; fi
   root="$(mktemp -d /var/tmp/anneal-rootfs.XXXXXX)"
   # shellcheck disable=SC2064 # expand now: $root is local to this function
   trap "rm -rf '$root'" EXIT
-  echo "building $IMAGE with debootstrap (about 1.5 minutes)..."
-  debootstrap --variant=minbase --include=python3 bookworm "$root" "$MIRROR" >var/log/debootstrap.log 2>&1 \
+  echo "building $image with debootstrap ($packages; 1.5 to 4 minutes)..."
+  debootstrap --variant=minbase --include="$packages" bookworm "$root" "$MIRROR" >var/log/debootstrap.log 2>&1 \
     || { echo "debootstrap failed; see var/log/debootstrap.log" >&2; exit 1; }
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
-  tar -C "$root" -c . | podman import --quiet --change 'CMD ["/usr/bin/python3"]' - "$IMAGE" >/dev/null
-  echo "built $IMAGE"
+  tar -C "$root" -c . | podman import --quiet --change 'CMD ["/usr/bin/python3"]' - "$image" >/dev/null
+  rm -rf "$root"
+  trap - EXIT
+  echo "built $image"
+}
+
+# The image of a sandbox profile (sandboxes/profiles.py: image_for): <repository>-<profile>:<tag>.
+profile_image() { echo "${IMAGE%:*}-$1:${IMAGE##*:}"; }
+
+image() {
+  need podman podman; need debootstrap debootstrap
+  write_conf
+  build_image "$IMAGE" python3
+}
+
+# The toolchain profiles' images (the python, shell and sql profiles run on the base image). Their package
+# lists are sandboxes/profiles.py's.
+profiles() {
+  need podman podman; need debootstrap debootstrap
+  write_conf
+  build_image "$(profile_image c-cpp)" python3,gcc,g++,libc6-dev
+  build_image "$(profile_image javascript)" python3,nodejs
 }
 
 mkdir -p var/log
 case "${1:-all}" in
   service) service ;;
   image) image ;;
-  all) image; service ;;
-  *) echo "usage: $0 [service|image|all]" >&2; exit 2 ;;
+  profiles) profiles ;;
+  all) image; profiles; service ;;
+  *) echo "usage: $0 [service|image|profiles|all]" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Anneal needs that are missing, and nothing else; quiet when all are present.
-# Usage: scripts/setup-system.sh [runtime|test]   (runtime: what `make demo` needs; test: that plus the tools
-# `make test` uses). Needs root only when something is missing. Safe to run any number of times.
+# Usage: scripts/setup-system.sh [runtime|toolchains|test]   (runtime: what `make demo` needs; toolchains: that
+# plus the sandbox profiles' compilers and runtimes; test: both plus the tools `make test` uses). Needs root only when something is missing. Safe to run any number of times.
 set -euo pipefail
 
 # What the platform itself runs with.
@@ -9,6 +9,12 @@ set -euo pipefail
 #   libseccomp2      compiles the sandbox's seccomp filter (sandboxes/backends/seccomp.py, through ctypes)
 #   ca-certificates  pip's TLS to PyPI on a slim Debian
 RUNTIME_PACKAGES=(bubblewrap libseccomp2 ca-certificates)
+
+# The toolchains of the sandbox profiles (sandboxes/profiles.py) that a bubblewrap host runs programs with:
+# its own /usr, bound read-only into every sandbox. (The docker backend's images hold their own.)
+#   gcc, g++, libc6-dev  c-cpp: the code_tests verifier's C and C++
+#   nodejs               javascript
+TOOLCHAIN_PACKAGES=(gcc g++ libc6-dev nodejs)
 
 # What the test suite uses on top. PostgreSQL and Redis are left to scripts/test-services.sh, which
 # installs them only when nothing answers on their ports.
@@ -21,8 +27,9 @@ TEST_PACKAGES=(chromium chromium-driver docker-compose podman runc debootstrap c
 profile=${1:-runtime}
 case "$profile" in
   runtime) wanted=("${RUNTIME_PACKAGES[@]}") ;;
-  test) wanted=("${RUNTIME_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
-  *) echo "usage: $0 [runtime|test]" >&2; exit 2 ;;
+  toolchains) wanted=("${RUNTIME_PACKAGES[@]}" "${TOOLCHAIN_PACKAGES[@]}") ;;
+  test) wanted=("${RUNTIME_PACKAGES[@]}" "${TOOLCHAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: $0 [runtime|toolchains|test]" >&2; exit 2 ;;
 esac
 
 # `python3.11 -m venv` needs ensurepip, which Debian ships apart from the interpreter.

@@ -34,6 +34,7 @@ from sandboxes.backends.outcome import Outcome, cgroup_memory_mb, run_result
 from sandboxes.backends.process_limit import CgroupParent, RunCgroup, join_cgroup, user_task_count
 from sandboxes.backends.seccomp import SeccompUnavailable, bpf_program
 from sandboxes.backends.warm_pool import WarmPool
+from sandboxes.profiles import PROFILES, installed_here, missing_here
 from sandboxes.types import Limits, RunRequest, RunResult, Status
 
 WORKDIR = "/tmp/work"
@@ -141,7 +142,8 @@ class BwrapBackend(SandboxBackend):
         ok = result.status == Status.OK and result.stdout.strip() == "ok"
         detail = (
             f"bwrap at {self.bwrap_path}; python {self.python_path}; processes capped by {self.process_limit}; "
-            f"seccomp filter{' and --disable-userns' if self._disable_userns else ''}"
+            f"seccomp filter{' and --disable-userns' if self._disable_userns else ''}; "
+            f"profiles {', '.join(installed_here())} (the host's /usr: one warm pool serves them all)"
         )
         if self.pool is not None:
             stats = self.pool.stats
@@ -170,6 +172,13 @@ class BwrapBackend(SandboxBackend):
             return f"prlimit not found at {self.prlimit_path}; install the Debian package util-linux"
         if request.language == "python" and not os.path.exists(self.python_path):
             return f"no interpreter at {self.python_path}; install the Debian package python3-minimal"
+        missing = missing_here(request.profile)
+        if missing:
+            packages = " ".join(PROFILES[request.profile].packages)
+            return (
+                f"sandbox profile {request.profile} is not installed on this host: no {', '.join(missing)} "
+                f"(Debian packages {packages}; scripts/setup-system.sh toolchains installs them)"
+            )
         main = MAIN_FILE[request.language]
         if main in request.files:
             return f"files may not contain {main}: that name holds the program's code"

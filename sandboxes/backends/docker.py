@@ -19,12 +19,14 @@ closes; `reap_orphans` removes any whose creator is gone (run whenever a backend
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import shutil
 import socket
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +36,7 @@ from sandboxes.backends.base import SandboxBackend
 from sandboxes.backends.seccomp import docker_profile
 from sandboxes.backends.warm_pool import SandboxStartError, WarmPool, WarmSandbox
 from sandboxes.preload import fork_server_source
+from sandboxes.profiles import PROFILES, PYTHON, image_for
 from sandboxes.types import Limits, RunRequest, RunResult, Status
 
 DEFAULT_URL = "unix:///run/anneal-podman.sock"
@@ -88,10 +91,11 @@ def seccomp_option(engine_is_podman: bool) -> str:
 class DockerLauncher:
     """One container running the fork server, reached through a unix socket bind-mounted into it."""
 
-    def __init__(self, *, backend: DockerBackend, limits: Limits) -> None:
-        """The container is made for `limits`' tmpfs_mb, pids and memory_mb: runs asking for others need
-        another container."""
+    def __init__(self, *, backend: DockerBackend, limits: Limits, image: str) -> None:
+        """The container (of `image`) is made for `limits`' tmpfs_mb, pids and memory_mb: runs asking for
+        others need another container."""
         self._backend = backend
+        self.image = image
         self.limits = limits
         self.tmpfs_mb = limits.tmpfs_mb
         self.pids = limits.pids
@@ -118,7 +122,7 @@ class DockerLauncher:
                 raise SandboxStartError(f"the container engine did not answer: {exc}") from exc
             try:
                 self._container = self._backend.client().containers.create(
-                    self._backend.image,
+                    self.image,
                     [
                         "/usr/bin/python3",
                         "-E",
@@ -222,13 +226,37 @@ class DockerBackend(SandboxBackend):
         self._client: Any = None  # a docker.DockerClient, made on first use
         self._seccomp_option = ""
         self.defaults = Limits()
-        self.pool: WarmPool | None = None
-        if pool_size > 0:
-            self.pool = WarmPool(
-                make_launcher=lambda: DockerLauncher(backend=self, limits=self.defaults),
-                size=pool_size,
-                recycle_after=recycle_after,
-            )
+        self.pool_size = pool_size
+        self.recycle_after = recycle_after
+        # A warm pool per profile (each profile has an image of its own), made on the profile's first run; a
+        # pool's containers are made for the defaults, with the profile's memory floor (profile_limits).
+        self.pools: dict[str, WarmPool] = {}
+        self._pools_lock = threading.Lock()
+        self.pool: WarmPool | None = self._pool_for(PYTHON) if pool_size > 0 else None
+
+    def profile_limits(self, profile: str) -> Limits:
+        """The limits a warm container of `profile` is made for."""
+        memory_mb = max(self.defaults.memory_mb, PROFILES[profile].memory_mb)
+        return dataclasses.replace(self.defaults, memory_mb=memory_mb)
+
+    def _pool_for(self, profile: str) -> WarmPool:
+        with self._pools_lock:
+            if profile not in self.pools:
+                limits, image = self.profile_limits(profile), image_for(profile, self.image)
+                self.pools[profile] = WarmPool(
+                    make_launcher=lambda: DockerLauncher(backend=self, limits=limits, image=image),
+                    size=self.pool_size,
+                    recycle_after=self.recycle_after,
+                )
+            return self.pools[profile]
+
+    def close(self) -> None:
+        """Stop every profile's warm containers (runs after this start new ones)."""
+        with self._pools_lock:
+            pools, self.pools = list(self.pools.values()), {}
+        for pool in pools:
+            pool.close()
+        self.pool = None
 
     def client(self):
         if self._client is None:
@@ -245,8 +273,9 @@ class DockerBackend(SandboxBackend):
             self._seccomp_option = seccomp_option(podman)
         return self._seccomp_option
 
-    def engine_problem(self) -> str:
-        """Why no container can run here ("" when one can): the engine's socket or the image is missing."""
+    def engine_problem(self, profile: str = PYTHON) -> str:
+        """Why no container of `profile` can run here ("" when one can): the engine's socket or the image is
+        missing."""
         try:
             client = self.client()
             client.ping()
@@ -258,12 +287,13 @@ class DockerBackend(SandboxBackend):
             )
         import docker.errors
 
+        image = image_for(profile, self.image)
         try:
-            client.images.get(self.image)
+            client.images.get(image)
         except docker.errors.ImageNotFound:
-            return f"image {self.image} not found; build it with `make sandbox-image`"
+            return f"image {image} (sandbox profile {profile}) not found; build it with `make sandbox-image`"
         except docker.errors.DockerException as exc:
-            return f"could not look up image {self.image}: {exc}"
+            return f"could not look up image {image}: {exc}"
         return ""
 
     def run(self, request: RunRequest) -> RunResult:
@@ -273,23 +303,24 @@ class DockerBackend(SandboxBackend):
                 Status.SANDBOX_ERROR, None, "", f"files may not contain {main}: that name holds the code", 0.0
             )
         limits = request.limits
-        container_limits = (limits.tmpfs_mb, limits.pids, limits.memory_mb)
-        if self.pool is not None and container_limits == (
-            self.defaults.tmpfs_mb,
-            self.defaults.pids,
-            self.defaults.memory_mb,
+        pooled = self.profile_limits(request.profile)
+        if self.pool_size > 0 and (limits.tmpfs_mb, limits.pids, limits.memory_mb) == (
+            pooled.tmpfs_mb,
+            pooled.pids,
+            pooled.memory_mb,
         ):
-            return self.pool.run(request)
+            return self._pool_for(request.profile).run(request)
         return self.run_cold(request)
 
     def run_cold(self, request: RunRequest) -> RunResult:
         """A container of its own for this request: started, used once, removed."""
         started = time.monotonic()
-        launcher = DockerLauncher(backend=self, limits=request.limits)
+        image = image_for(request.profile, self.image)
+        launcher = DockerLauncher(backend=self, limits=request.limits, image=image)
         try:
             sandbox = WarmSandbox(launcher=launcher)
         except SandboxStartError as exc:
-            problem = self.engine_problem() or str(exc)
+            problem = self.engine_problem(request.profile) or str(exc)
             return RunResult(Status.SANDBOX_ERROR, None, "", problem, round(time.monotonic() - started, 4))
         try:
             result = sandbox.run(request).result
@@ -311,9 +342,13 @@ class DockerBackend(SandboxBackend):
         result = self.run(RunRequest(language="python", code="print('ok')"))
         ok = result.status == Status.OK and result.stdout.strip() == "ok"
         detail = f"Docker API at {self.base_url}; image {self.image}"
-        if self.pool is not None:
-            stats = self.pool.stats
-            detail += f"; warm pool of {self.pool.size}: {stats.warm_runs} warm runs, {stats.started} started"
+        profiles = [name for name in PROFILES if name == PYTHON or not self.engine_problem(name)]
+        detail += f"; profiles {', '.join(profiles)} (an image each: <image>-<profile>)"
+        for profile, pool in list(self.pools.items()):
+            stats = pool.stats
+            detail += (
+                f"; {profile} warm pool of {pool.size}: {stats.warm_runs} warm runs, {stats.started} started"
+            )
         if not ok:
             detail += f"; test program gave {result.status}: {result.stderr.strip()[-300:]}"
         return {"ok": ok, "backend": self.name, "detail": detail}

@@ -13,7 +13,7 @@ kernel counts per uid across the node, hence a uid no other pod has; the kubelet
 its `--pod-max-pids` flag) is the bound that covers the pod as a whole and should be set on sandbox nodes.
 
 Configuration: ANNEAL_K8S_NAMESPACE (default anneal-sandbox), ANNEAL_SANDBOX_IMAGE (an image with python3
-that the cluster can pull), ANNEAL_K8S_SECCOMP_PROFILE (a Localhost profile path relative to the kubelet's
+that the cluster can pull; a toolchain profile's runs use `<image>-<profile>`, see sandboxes/profiles.py), ANNEAL_K8S_SECCOMP_PROFILE (a Localhost profile path relative to the kubelet's
 seccomp directory, holding `python -m sandboxes.backends.seccomp`'s output; unset: RuntimeDefault),
 ANNEAL_K8S_RUNTIME_CLASS (a RuntimeClass such as gVisor's or Kata's: a kernel of the pod's own), and the
 cluster itself from the pod's service account (in-cluster) or KUBECONFIG. No cluster runs here: the tests
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from sandboxes.backends.base import SandboxBackend
 from sandboxes.backends.outcome import Outcome, run_result
+from sandboxes.profiles import image_for
 from sandboxes.types import RunRequest, RunResult, Status
 
 POD_RUNNER_SOURCE = (Path(__file__).parent / "pod_runner.py").read_text()
@@ -220,7 +221,7 @@ class KubernetesBackend(SandboxBackend):
             request,
             name=name,
             namespace=self.namespace,
-            image=self.image,
+            image=image_for(request.profile, self.image),  # a toolchain profile's own image
             seccomp_profile=self.seccomp_profile,
             runtime_class=self.runtime_class,
         )

@@ -41,4 +41,7 @@ def backend(request):
         return
     warm = make(pool_size=1, recycle_after=10_000)
     yield warm
-    warm.pool.close()
+    if isinstance(warm, DockerBackend):
+        warm.close()  # every profile's pool
+    else:
+        warm.pool.close()

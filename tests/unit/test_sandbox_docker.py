@@ -25,7 +25,7 @@ def python(code: str, **kwargs) -> RunRequest:
 def warm():
     backend = DockerBackend(pool_size=1)
     yield backend
-    backend.pool.close()
+    backend.close()
 
 
 def sandbox_containers(*, pid: int) -> list:
