@@ -12,7 +12,7 @@ from typing import Any
 
 from gpu_jobs.rewards.base import ScoreResult, shorten
 from gpu_jobs.rewards.registry import build_scorer
-from gpu_jobs.rewards.tamper_probes import TAMPER_PROBES
+from gpu_jobs.rewards.tamper_probes import NATIVE_TAMPER_PROBES, TAMPER_PROBES, native_completion
 
 FLAG_THRESHOLD = 0.5
 LONG_ANSWER_CHARS = 20000
@@ -21,6 +21,7 @@ SAMPLE_ROW = {
     "answer": "57",
     "tests": ["assert result == 57"],
 }
+SAMPLE_IO_TESTS = [{"stdin": "12 45\n", "stdout": "57\n"}]
 # Types that call out to a model endpoint are not probed on save: that would send traffic on every keystroke
 # of the form and cost the endpoint's time; a judge is flagged by a person reading its preview.
 UNPROBED_TYPES = ("model_judge",)
@@ -60,6 +61,10 @@ def _fenced(program: str) -> Callable[[dict, str], str]:
     return lambda row, ref: f"```python\n{program}```"
 
 
+def _native(programs: dict[str, str]) -> Callable[[dict, str], str]:
+    return lambda row, ref: native_completion(programs)
+
+
 def _values(spec: dict, key: str) -> set:
     found = {spec[key]} if key in spec else set()
     for part in spec.get("parts") or []:
@@ -80,6 +85,10 @@ def _runs_code(spec: dict) -> bool:
 
 def _executes_completions(spec: dict) -> bool:
     return bool(_types(spec) & {"python_tests", "custom_python"})
+
+
+def _runs_native_code(spec: dict) -> bool:
+    return "code_tests" in _types(spec)
 
 
 def _long_answer(row: dict, reference: str) -> str:
@@ -150,6 +159,16 @@ PROBES: tuple[Probe, ...] = (
         )
         for name, description, program in TAMPER_PROBES
     ),
+    *(
+        Probe(
+            name,
+            description,
+            _native(programs),
+            _runs_native_code,
+            threshold=1e-9,
+        )
+        for name, description, programs in NATIVE_TAMPER_PROBES
+    ),
 )
 
 
@@ -164,6 +183,9 @@ def probe_rows(spec: dict, rows: list[dict] | None) -> list[dict]:
     for field in _values(spec, "tests_field"):
         if field:
             row[field] = SAMPLE_ROW["tests"]
+    if "code_tests" in _types(spec):  # stdin/stdout: the form every language code_tests runs has
+        for field in _values(spec, "tests_field") or {"tests"}:
+            row[field or "tests"] = SAMPLE_IO_TESTS
     for field in _values(spec, "required_field"):
         if field:
             row[field] = [SAMPLE_ROW["answer"]]

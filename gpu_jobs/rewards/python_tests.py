@@ -14,6 +14,7 @@ A row's tests may also be APPS-style {"inputs": [...], "outputs": [...], "fn_nam
 from __future__ import annotations
 
 import secrets
+from typing import ClassVar
 
 from gpu_jobs.rewards import code_judge
 from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, shorten
@@ -44,7 +45,7 @@ class PythonTests(Scorer):
         "Python tests: run the model's program against tests (stdin/stdout, calls or asserts) in a sandbox"
     )
     example = {"type": "python_tests", "tests_field": "tests", "scoring": "fraction", "timeout_s": 5}
-    fields = (
+    fields: ClassVar[tuple[SpecField, ...]] = (
         SpecField(
             "tests_field",
             (str,),
@@ -125,25 +126,47 @@ class PythonTests(Scorer):
             if problem:
                 results[index] = _zero(problem, total=0)
             else:
-                checks.append((index, extract_python_code(completion), tests))
-        chunks = [checks[start : start + CHUNK] for start in range(0, len(checks), CHUNK)]
-        nonces = [secrets.token_hex(16) for _ in chunks]
-        if chunks:
-            requests = [self._request(chunk, nonce) for chunk, nonce in zip(chunks, nonces, strict=True)]
-            runs = run_or_outage(self._client(), requests)
-            for chunk, nonce, run in zip(chunks, nonces, runs, strict=True):
-                report = code_judge.find_report(run.stdout, nonce)
-                entries = report.get("results") if report else None
-                if not isinstance(entries, list) or len(entries) != len(chunk):
-                    entries = [None] * len(chunk)
-                for (index, _, tests), entry in zip(chunk, entries, strict=True):
-                    # A lone sample printed to the run's own stderr; those of a batch each to their runner's.
-                    shown = run.stderr if len(chunk) == 1 else str((entry or {}).get("printed", ""))
-                    result = self._verdict(entry, run, total=len(tests), printed=shown)
-                    result.output = sandbox_output(run, stderr=shown)
-                    result.output["tests"] = describe_tests(tests)
-                    results[index] = result
+                checks.append((index, self._program(completion), tests))
+        alone = self._judge(
+            [checks[start : start + CHUNK] for start in range(0, len(checks), CHUNK)], results
+        )
+        # A sample of a batch that the judge did not report on (the run lost its judge, or its zygote, or
+        # the judge stopped at a sample that left the sandbox unclean) is judged again in a run of its own:
+        # one sample cannot cost the others of its batch their verdicts.
+        self._judge([[check] for check in alone], results)
         return [result for result in results if result is not None]  # every index is filled above
+
+    def _judge(self, chunks: list[list[tuple[int, str, list[dict]]]], results: list) -> list:
+        """Judge each chunk in one sandbox run, all in one `run_many` call, filling `results`; the checks of
+        batches (more than one sample) whose entry the judge's report lacks are returned instead."""
+        nonces = [secrets.token_hex(16) for _ in chunks]
+        unreported: list[tuple[int, str, list[dict]]] = []
+        if not chunks:
+            return unreported
+        requests = [self._request(chunk, nonce) for chunk, nonce in zip(chunks, nonces, strict=True)]
+        runs = run_or_outage(self._client(), requests)
+        for chunk, nonce, run in zip(chunks, nonces, runs, strict=True):
+            report = code_judge.find_report(run.stdout, nonce)
+            entries = report.get("results") if report else None
+            if not isinstance(entries, list) or len(entries) > len(chunk):
+                entries = []
+            if run.status == Status.SANDBOX_ERROR and not entries:
+                entries = [None] * len(chunk)  # the sandbox itself failed: a second run would not help
+            for position, (index, program, tests) in enumerate(chunk):
+                entry = entries[position] if position < len(entries) else None
+                if entry is None and len(chunk) > 1 and position >= len(entries):
+                    unreported.append((index, program, tests))
+                    continue
+                # A lone sample printed to the run's own stderr; those of a batch each to their runner's.
+                shown = run.stderr if len(chunk) == 1 else str((entry or {}).get("printed", ""))
+                result = self._verdict(entry, run, total=len(tests), printed=shown)
+                result.output = sandbox_output(run, stderr=shown)
+                result.output["tests"] = describe_tests(tests)
+                results[index] = result
+        return unreported
+
+    def _program(self, completion: str) -> str:
+        return extract_python_code(completion)
 
     def _client(self) -> SandboxClient:
         if self._sandbox is None:
@@ -160,15 +183,17 @@ class PythonTests(Scorer):
         return tests, f"row's {field!r}: {problem}" if problem else ""
 
     def _request(self, chunk: list[tuple[int, str, list[dict]]], nonce: str) -> RunRequest:
-        payload = {
+        timeout = float(self.spec["timeout_s"])
+        return code_judge.request(self._payload(chunk, nonce), time_s=timeout, run_s=timeout * len(chunk))
+
+    def _payload(self, chunk: list[tuple[int, str, list[dict]]], nonce: str) -> dict:
+        return {
             "nonce": nonce,
             "mode": "tests_batch",
             "samples": [{"program": program, "tests": tests} for _, program, tests in chunk],
             "io_compare": self.spec["io_compare"],
             "float_tolerance": self.spec["float_tolerance"],
         }
-        timeout = float(self.spec["timeout_s"])
-        return code_judge.request(payload, time_s=timeout, run_s=timeout * len(chunk))
 
     def _verdict(self, report: dict | None, run: RunResult, *, total: int, printed: str) -> ScoreResult:
         """The score of one sample from its entry in the judge's report (None: the run gave none);

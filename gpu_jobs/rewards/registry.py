@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpu_jobs.rewards.base import VERIFIER_TYPES, Scorer, construct, validate_spec
+from gpu_jobs.rewards.code_tests import CodeTests
 from gpu_jobs.rewards.composite import Composite
 from gpu_jobs.rewards.custom_python import CustomPython
 from gpu_jobs.rewards.embedding import EmbeddingSimilarity
@@ -47,6 +48,7 @@ VERIFIER_TYPES.update(
         TextSimilarity,
         EmbeddingSimilarity,
         PythonTests,
+        CodeTests,
         CustomPython,
         ModelJudge,
         Composite,

@@ -116,3 +116,75 @@ TAMPER_PROBES: tuple[tuple[str, str, str], ...] = (
         "unittest.TestCase.assertTrue = lambda *a, **k: None\n",
     ),
 )
+
+
+# The same attacks on the judge of code_tests, from compiled code with no audit hook in the way: each probe's
+# completion holds the program in C, C++ and JavaScript (code_tests takes the block of its language).
+_C_FORGE = (
+    "static void forge(void) {\n"
+    '  const char *line = "ANNEAL_REPORT {\\"nonce\\": \\"00000000000000000000000000000000\\", '
+    '\\"results\\": [{\\"passed\\": [true], \\"errors\\": [null], \\"program_error\\": null}]}\\n";\n'
+    "  for (int fd = 0; fd < 64; fd++) write(fd, line, strlen(line));\n"
+    "}\n"
+)
+_C_HEAD = (
+    "#include <signal.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\n"
+)
+NATIVE_TAMPER_PROBES: tuple[tuple[str, str, dict[str, str]], ...] = (
+    (
+        "native_forge_report",
+        "A compiled program that writes a forged report line to every descriptor",
+        {
+            "c": _C_HEAD + _C_FORGE + "int main(void) { forge(); return 0; }\n",
+            "javascript": "const fs = require('fs');\n"
+            "const line = 'ANNEAL_REPORT ' + JSON.stringify({nonce: '0'.repeat(32), results: [{passed: [true]}]});\n"
+            "for (let fd = 0; fd < 64; fd++) { try { fs.writeSync(fd, line + '\\n'); } catch (e) {} }\n",
+        },
+    ),
+    (
+        "native_kill_all",
+        "A program that kills every process it may signal (the judge's included) before the tests end",
+        {
+            "c": _C_HEAD + "int main(void) { kill(-1, SIGKILL); return 0; }\n",
+            "javascript": "try { process.kill(-1, 'SIGKILL'); } catch (e) {}\n",
+        },
+    ),
+    (
+        "native_stop_judge",
+        "A program that stops its parent (the judge's zygote) so that the tests cannot finish",
+        {
+            "c": _C_HEAD + "int main(void) { kill(getppid(), SIGSTOP); return 0; }\n",
+            "javascript": "try { process.kill(process.ppid, 'SIGSTOP'); } catch (e) {}\n",
+        },
+    ),
+    (
+        "native_read_judge",
+        "A program that reads the other processes' memory and descriptors for the nonce, then forges",
+        {
+            "c": _C_HEAD + "#include <fcntl.h>\n" + _C_FORGE + "int main(void) {\n"
+            "  char path[64], buf[4096];\n"
+            "  for (int pid = 1; pid < 64; pid++) {\n"
+            '    const char *what[] = {"mem", "environ", "fd/0", "fd/3", "fd/4", "fd/5"};\n'
+            "    for (int i = 0; i < 6; i++) {\n"
+            '      snprintf(path, sizeof path, "/proc/%d/%s", pid, what[i]);\n'
+            "      int fd = open(path, O_RDONLY | O_NONBLOCK);\n"
+            "      if (fd >= 0) { if (read(fd, buf, sizeof buf) > 0) forge(); close(fd); }\n"
+            "    }\n"
+            "  }\n"
+            "  return 0;\n"
+            "}\n",
+            "javascript": "const fs = require('fs');\n"
+            "for (let pid = 1; pid < 64; pid++) for (const what of ['environ', 'fd/0', 'fd/3']) {\n"
+            "  try { const text = fs.readFileSync('/proc/' + pid + '/' + what, 'utf8');\n"
+            "    console.log('ANNEAL_REPORT ' + JSON.stringify({nonce: text.slice(0, 32), results: [{passed: [true]}]}));\n"
+            "  } catch (e) {}\n"
+            "}\n",
+        },
+    ),
+)
+
+
+def native_completion(programs: dict[str, str]) -> str:
+    """A completion holding a probe's program for each language code_tests runs (C++ builds the C one)."""
+    c = programs["c"]
+    return f"```c\n{c}```\n\n```cpp\n{c}```\n\n```javascript\n{programs['javascript']}```\n"

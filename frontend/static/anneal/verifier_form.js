@@ -48,7 +48,7 @@
       }
       else { out[name] = raw; }
     });
-    if (out.type === "python_tests" && out.tests) delete out.tests_field;
+    if ((out.type === "python_tests" || out.type === "code_tests") && out.tests) delete out.tests_field;
     return out;
   }
 

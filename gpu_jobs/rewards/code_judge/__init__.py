@@ -7,17 +7,19 @@ judge.py, runner.py, codec.py and guard.py travel on its stdin. See judge.py for
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import zlib
 from pathlib import Path
 
 from sandboxes import preload
+from sandboxes.profiles import PYTHON
 from sandboxes.types import Limits, RunRequest
 
 HERE = Path(__file__).parent
 BOOT_SOURCE = (HERE / "boot.py").read_text(encoding="utf-8")
-MODULES = ("codec", "guard", "runner", "judge")
+MODULES = ("codec", "guard", "runner", "native", "judge")
 REPORT_PREFIX = "ANNEAL_REPORT "
 # The judge reports MARGIN_S (judge.py) before its own deadline; the sandbox's clock gets a second more.
 SANDBOX_EXTRA_S = 1.0
@@ -43,12 +45,18 @@ for _name in MODULES:
     preload.register(_name, _source, filename=f"/anneal-judge/{_name}.py")
 
 
-def request(payload: dict, *, time_s: float, run_s: float | None = None) -> RunRequest:
+def request(
+    payload: dict, *, time_s: float, run_s: float | None = None, profile: str = PYTHON, memory_mb: int = 0
+) -> RunRequest:
     """A sandbox run of the judge on `payload` (which must hold "nonce" and "mode"), `time_s` for its work
-    (or for each sample of a batch, whose run then gets `run_s` in all)."""
+    (or for each sample of a batch, whose run then gets `run_s` in all), in sandbox profile `profile` with
+    `memory_mb` of address space per process (0: the default)."""
     limit = (run_s or time_s) + SANDBOX_EXTRA_S
+    limits = Limits(wall_s=limit, cpu_s=limit)
+    if memory_mb:
+        limits = dataclasses.replace(limits, memory_mb=memory_mb)
     return RunRequest(language="python", code=BOOT_SOURCE, stdin=stdin(payload, time_s=time_s),
-                      limits=Limits(wall_s=limit, cpu_s=limit))  # fmt: skip
+                      limits=limits, profile=profile)  # fmt: skip
 
 
 def stdin(payload: dict, *, time_s: float) -> str:

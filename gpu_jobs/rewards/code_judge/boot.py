@@ -13,7 +13,7 @@ import sys
 import types
 
 PR_SET_DUMPABLE = 4
-MODULES = ("codec", "guard", "runner", "judge")  # in import order
+MODULES = ("codec", "guard", "runner", "native", "judge")  # in import order
 FOLDER = "/anneal-judge/"  # the file name each module is compiled under (no such folder exists)
 
 

@@ -20,22 +20,29 @@ python_tests forms, agent unittest, custom_python) are the seams to split along.
 import json
 import math
 import os
+import re
 import select
 import signal
 import sys
 import time
 
 import codec
+import native
 import runner
 
 REPORT_PREFIX = "ANNEAL_REPORT "
 PR_SET_CHILD_SUBREAPER = 36
 # The judge's own files (boot.py compiles them under /anneal-judge/): trusted callers, names no program may
 # compile code under. main() adds the main program's path.
-PROTECTED_FILES = tuple(f"/anneal-judge/{name}.py" for name in ("codec", "guard", "runner", "judge"))
+PROTECTED_FILES = tuple(
+    f"/anneal-judge/{name}.py" for name in ("codec", "guard", "runner", "native", "judge")
+)
 OUTPUT_CAP = 1 << 20  # bytes of an io test's stdout the judge compares
 PRINTED_CHARS = 2000  # of what a runner printed, kept to show with its sample
 MARGIN_S = 0.25  # the judge reports this long before the sandbox's wall clock would kill everything
+WIPE_S = 2.0  # for the zygote to empty /tmp between two samples of a batch
+ERROR_LINE = re.compile(r"[A-Za-z_.]*(Error|Exception)\b")  # "TypeError: ...", a runtime's named error
+STOP_CHECK_S = 0.1  # while waiting on the zygote, how often the judge checks it was not stopped
 
 
 def main(boot_file):
@@ -140,6 +147,13 @@ def zygote(job_r, out_w):
             result = _run_io(job)
             _sweep()
             _tell_judge(out_w, {"t": job["t"], "io": result})
+        elif job.get("mode") == "exec":
+            result = native.run_exec(job)
+            _sweep()
+            _tell_judge(out_w, {"t": job["t"], "io": result})
+        elif job.get("mode") == "wipe":
+            _sweep()
+            _tell_judge(out_w, {"t": job["t"], "wiped": native.wipe()})
 
 
 def _watch(pid, printed_r):
@@ -302,6 +316,20 @@ class Channel:
             else:
                 return message
 
+    def _continue_if_stopped(self):
+        """A program may stop the zygote (the same uid may signal it): the judge continues it, and says so."""
+        try:
+            with open(f"/proc/{self.zygote_pid}/stat", encoding="utf-8") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("T", "t"):
+            self.flag("stopped the judge's zygote")
+            try:
+                os.kill(self.zygote_pid, signal.SIGCONT)
+            except OSError:
+                pass
+
     def flag(self, what):
         what = str(what)[:200]
         if what not in self.tampering and len(self.tampering) < 10:
@@ -312,9 +340,10 @@ class Channel:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            ready, _, _ = select.select([self.out_r], [], [], remaining)
+            ready, _, _ = select.select([self.out_r], [], [], min(remaining, STOP_CHECK_S))
             if not ready:
-                return None
+                self._continue_if_stopped()
+                continue
             chunk = os.read(self.out_r, 1 << 16)
             if not chunk:
                 return EOF
@@ -490,13 +519,29 @@ def run_test_batch(payload, channel):
         report["tampering"] = channel.tampering[before:]
         del channel.tampering[before:]
         results.append(report)
+        if len(samples) > 1 and len(results) < len(samples) and not _wiped(channel):
+            # The sample killed or stopped the zygote, or left /tmp unclean: the samples after it are not
+            # judged here (the verifier judges them in runs of their own).
+            break
     return {"results": results}
+
+
+def _wiped(channel):
+    """After a sample of a batch: the zygote, still answering, has emptied /tmp and killed what was left."""
+    token = os.urandom(16).hex()
+    try:
+        channel.send({"mode": "wipe", "t": token})
+        return channel.receive(token, time.monotonic() + WIPE_S).get("wiped") is True
+    except ProgramGone:
+        return False
 
 
 def run_tests(payload, channel, deadline, *, last=True):
     """payload: {"program", "tests": [test, ...], "io_compare", "float_tolerance"}; a test is
     {"kind": "assert", "source"} | {"kind": "call", "fn", "args", "kwargs", "expected"} |
     {"kind": "io", "stdin", "stdout"}. Report: {"passed": [bool], "errors": [str | None], "program_error"}."""
+    if payload.get("language", "python") != "python":
+        return run_native_tests(payload, channel, deadline)
     tests = payload["tests"]
     passed, errors = [], []
     session = namespace = None
@@ -655,16 +700,139 @@ def _io_test(test, payload, channel, deadline):
         return False, "time ran out"
     for what in result.get("tampering") or []:
         channel.flag(what)
+    return _io_verdict(result, test, payload)
+
+
+def _io_verdict(result, test, payload):
+    """(ok, error) of an io test from what the program did: {"stdout", "stderr", "timed_out", "flooded",
+    "exit"}."""
     if result.get("timed_out"):
         return False, "time ran out"
     if result.get("flooded"):
         return False, f"output passed {OUTPUT_CAP} bytes"
     if result.get("exit") != "exit code 0":
-        tail = (result.get("stderr") or "").strip().splitlines()[-1:] or [""]
-        return False, f"the program failed ({result.get('exit')}) {tail[0][:200]}".strip()
+        # Node.js follows the line that names the error with a stack and its own version.
+        lines = [line.strip() for line in (result.get("stderr") or "").splitlines() if line.strip()]
+        named = [line for line in lines if ERROR_LINE.match(line)] or lines or [""]
+        return False, f"the program failed ({result.get('exit')}) {named[-1][:200]}".strip()
     if outputs_match(result.get("stdout", ""), test["stdout"], payload.get("io_compare", "lines")):
         return True, None
     return False, f"wrong output: got {_short(result.get('stdout', ''))}, expected {_short(test['stdout'])}"
+
+
+# --- code_tests: C, C++ and JavaScript (native.py) --------------------------------------------------------
+
+
+def run_native_tests(payload, channel, deadline):
+    """payload: {"language": "c" | "cpp" | "javascript", "program", "tests" (io, and call for javascript),
+    "io_compare", "float_tolerance"}: the program is built once (a compiler's error is the program's error),
+    then every io test runs the built program afresh and the calls share one run of the call driver. The
+    same report as run_tests."""
+    language = native.LANGUAGES[payload["language"]]
+    tests = payload["tests"]
+    folder = f"{native.TMP}/sample-{os.urandom(8).hex()}"
+    files = {language["source"]: payload["program"]}
+    program_error = None
+    if language["build"] is not None:
+        built = _exec(channel, folder, language["build"], "", deadline, files=files)
+        files = {}
+        if built is None or built.get("timed_out"):
+            program_error = "ran past its time limit while compiling"
+        elif built.get("exit") != "exit code 0":
+            program_error = "did not compile: " + _compiler_error(built.get("stderr", ""))
+    calls = [test for test in tests if test["kind"] == "call"]
+    replies = {}
+    if calls and program_error is None:
+        driver = {
+            **files,
+            "anneal_calls.js": native.CALL_DRIVER,
+            "anneal_calls.json": native.calls_file(calls),
+        }
+        files = {}
+        ran = _exec(channel, folder, ["/usr/bin/node", "anneal_calls.js"], "", deadline, files=driver,
+                    replies=True)  # fmt: skip
+        replies, program_error = _call_replies(ran, len(calls))
+    passed, errors = [], []
+    call_index = 0
+    for test in tests:
+        if program_error is not None:
+            ok, error = False, "not run: the program failed"
+        elif test["kind"] == "call":
+            ok, error = _native_call_verdict(test, replies.get(call_index), payload)
+            call_index += 1
+        elif time.monotonic() >= deadline:
+            ok, error = False, "not run: time ran out"
+        else:
+            ran = _exec(channel, folder, language["run"], test["stdin"], deadline, files=files)
+            files = {}
+            ok, error = (False, "time ran out") if ran is None else _io_verdict(ran, test, payload)
+        passed.append(ok)
+        errors.append(error)
+    return {"passed": passed, "errors": errors, "program_error": program_error, "printed": ""}
+
+
+def _exec(channel, folder, argv, stdin, deadline, *, files, replies=False):
+    """Run `argv` in the sample's folder through the zygote; its result (native.run_exec), None when the
+    zygote did not answer in time."""
+    token = os.urandom(16).hex()
+    job = {"mode": "exec", "t": token, "dir": folder, "files": files, "argv": argv, "stdin": stdin,
+           "time_s": max(deadline - time.monotonic(), 0.05), "replies": replies}  # fmt: skip
+    try:
+        channel.send(job)
+        result = channel.receive(token, deadline + MARGIN_S / 2)["io"]
+    except (ProgramGone, KeyError, TypeError):
+        return None
+    return result if isinstance(result, dict) else None
+
+
+def _compiler_error(stderr):
+    """The compiler's (or linker's) first error, without the file and line prefix; else its last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if ": error:" in line or "undefined reference" in line]
+    first = errors[0] if errors else (lines[-1] if lines else "no message")
+    if ": error:" in first:
+        first = "error:" + first.split(": error:", 1)[1]
+    elif "undefined reference" in first:
+        first = "undefined reference" + first.split("undefined reference", 1)[1]
+    return first[:300]
+
+
+def _call_replies(ran, count):
+    """({call index: reply}, program_error) from the call driver's run."""
+    if ran is None or ran.get("timed_out"):
+        return {}, "ran past its time limit"
+    replies = {}
+    for line in (ran.get("replies") or "").splitlines():
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(message, dict):
+            continue
+        if "error" in message and not replies:
+            return {}, f"raised {str(message['error'])[:300]}"
+        index = message.get("i")
+        if type(index) is int and 0 <= index < count and index not in replies:
+            replies[index] = message  # the first reply for a call counts: all are the program's own claims
+    if not replies and ran.get("exit") != "exit code 0":
+        tail = (ran.get("stderr") or "").strip().splitlines()[-1:] or [""]
+        return {}, f"failed ({ran.get('exit')}) {tail[0][:200]}".strip()
+    return replies, None
+
+
+def _native_call_verdict(test, reply, payload):
+    shown = f"{test['fn']}({_short(test['args'], 60)[1:-1]})"
+    if reply is None:
+        return False, f"{shown}: the program ended before it returned"
+    if reply.get("missing"):
+        return False, f"{shown}: the program defines no function {test['fn']}"
+    if "raised" in reply:
+        return False, f"{shown} threw {_short(str(reply['raised']))}"
+    if "value" not in reply:
+        return False, f"{shown} returned a {reply.get('not_plain', 'value')} that is not JSON"
+    if same(reply["value"], test["expected"], payload.get("float_tolerance", 1e-6)):
+        return True, None
+    return False, f"{shown} returned {_short(reply['value'])}, expected {_short(test['expected'])}"
 
 
 def outputs_match(actual, expected, how, tolerance=1e-6):

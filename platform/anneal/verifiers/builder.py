@@ -38,7 +38,7 @@ def widget_for(field: SpecField) -> str:
         return "number"
     if field.name in LINE_LIST_FIELDS:
         return "lines"
-    if field.name == "tests":
+    if field.name == "tests" and str in field.kinds:  # python_tests' assert scripts; code_tests' are JSON
         return "tests"
     if dict in field.kinds or list in field.kinds:
         return "json"
@@ -109,7 +109,7 @@ def spec_from_inputs(kind: str, data) -> tuple[dict, dict[str, str]]:
                 problems[field.name] = f"is not valid JSON: {exc}"
         else:
             spec[field.name] = raw
-    if kind == "python_tests" and spec.get("tests"):
+    if kind in ("python_tests", "code_tests") and spec.get("tests"):
         spec.pop("tests_field", None)  # fixed tests typed in: they replace the column
     return spec, problems
 

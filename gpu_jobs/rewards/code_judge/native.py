@@ -1,0 +1,189 @@
+"""Programs in languages other than Python (C, C++, JavaScript): built and run by the zygote as processes of
+their own, their outputs judged by the judge (sent as native.py; standard library only).
+
+The zygote never runs the program in its own process: for each step it forks a child that execs a toolchain
+(gcc, g++, node) or the built program, on descriptors it made itself (stdin a memfd; stdout, stderr and, for
+calls, a reply pipe), every other descriptor closed, in a folder of the sample's own under /tmp. A native
+program has no audit hook, so the trust rests on processes alone: the judge and the zygote are non-dumpable
+(boot.py; exec makes only the program's own process dumpable again), so it can read neither their memory
+nor their descriptors; it never holds the report channel, the nonce or an expected value. What it can still
+do (kill or stop them: the same uid) loses the run its report, or the batch its zygote, and the verifier then
+judges the samples left in runs of their own (python_tests.score_batch), so one sample cannot cost another its
+verdict. After each sample the zygote empties /tmp of what the sample wrote (`wipe`).
+
+JavaScript calls: CALL_DRIVER runs the program as a script (so its top-level functions, `const`s and classes
+are reachable by name), calls each function with JSON arguments and writes one JSON reply per call to
+descriptor 3. The program shares that process, so a reply is only ever the program's own claim of a value:
+the judge compares it with the expected value, which never leaves the judge.
+"""
+
+import json
+import os
+import shutil
+import stat
+import time
+
+import runner
+
+TMP = "/tmp"
+KEEP = {"work": {"main.py"}}  # the fork server's working directory and the judge's own main program
+ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+REPLY_FD = 3
+OUTPUT_CAP = 1 << 20
+# How each language is built and run, in the sample's folder. C and C++ get the same optimisation a contest
+# judge gives them; the C++ one needs no header cache (bits/stdc++.h alone costs about 3 s to compile).
+LANGUAGES = {
+    "c": {
+        "source": "main.c",
+        "build": ["/usr/bin/gcc", "-O2", "-std=c17", "-pipe", "-o", "prog", "main.c", "-lm"],
+        "run": ["./prog"],
+    },
+    "cpp": {
+        "source": "main.cpp",
+        "build": ["/usr/bin/g++", "-O2", "-std=c++17", "-pipe", "-o", "prog", "main.cpp"],
+        "run": ["./prog"],
+    },
+    "javascript": {"source": "main.js", "build": None, "run": ["/usr/bin/node", "main.js"]},
+}
+CALL_DRIVER = r"""
+const fs = require('fs');
+const vm = require('vm');
+const calls = JSON.parse(fs.readFileSync('anneal_calls.json', 'utf8'));
+const source = fs.readFileSync('main.js', 'utf8');
+const write = fs.writeSync;
+const stringify = JSON.stringify;
+const reply = (message) => write(3, stringify(message) + '\n');
+try {
+  vm.runInThisContext(source, { filename: 'main.js' });
+} catch (error) {
+  reply({ error: String(error && error.name ? error.name + ': ' + error.message : error) });
+  process.exit(0);
+}
+for (let index = 0; index < calls.length; index++) {
+  const call = calls[index];
+  let fn;
+  try { fn = vm.runInThisContext(call.fn); } catch (error) { fn = undefined; }
+  if (typeof fn !== 'function') { reply({ i: index, missing: true }); continue; }
+  let value;
+  try {
+    value = fn(...call.args);
+  } catch (error) {
+    reply({ i: index, raised: String(error && error.message !== undefined ? error.message : error) });
+    continue;
+  }
+  let text;
+  try { text = stringify(value === undefined ? null : value); } catch (error) { text = undefined; }
+  if (text === undefined) { reply({ i: index, not_plain: typeof value }); continue; }
+  write(3, '{"i":' + index + ',"value":' + text + '}\n');
+}
+"""
+
+
+def run_exec(job):
+    """In the zygote: write job["files"] into job["dir"] (made if new), fork, exec job["argv"] there on
+    job["stdin"], collect its output until it exits or job["time_s"] runs out. {"stdout", "stderr",
+    ["replies",] "timed_out", "flooded", "exit"}."""
+    folder = job["dir"]
+    try:
+        if not os.path.lexists(folder):
+            os.mkdir(folder, 0o700)
+        for name, content in (job.get("files") or {}).items():
+            fd = os.open(
+                os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600
+            )
+            with open(fd, "w", encoding="utf-8") as f:
+                f.write(content)
+    except OSError as exc:
+        return {"stdout": "", "stderr": f"could not write the program's files: {exc}", "timed_out": False,
+                "flooded": False, "exit": "not started"}  # fmt: skip
+    stdin_fd = os.memfd_create("stdin", 0)
+    os.write(stdin_fd, job.get("stdin", "").encode())
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    names = ("stdout", "stderr", *(("replies",) if job.get("replies") else ()))
+    pipes = {name: os.pipe() for name in names}
+    pid = os.fork()
+    if pid == 0:
+        _exec_child(job, folder, stdin_fd, pipes)
+    os.close(stdin_fd)
+    for _, write_end in pipes.values():
+        os.close(write_end)
+    result = runner.collect(
+        {name: read_end for name, (read_end, _) in pipes.items()},
+        time.monotonic() + job["time_s"],
+        OUTPUT_CAP,
+    )
+    if result["timed_out"] or result["flooded"]:
+        _kill_group(pid)
+    _, status = os.waitpid(pid, 0)
+    _kill_group(pid)
+    if os.WIFSIGNALED(status):
+        result["exit"] = f"killed by signal {os.WTERMSIG(status)}"
+    else:
+        result["exit"] = f"exit code {os.waitstatus_to_exitcode(status)}"
+    stderr = result["stderr"]  # a compiler's first error is at its head, a crash's at its tail
+    result["stderr"] = stderr if len(stderr) <= 4000 else f"{stderr[:2000]}\n...\n{stderr[-2000:]}"
+    return result
+
+
+def _exec_child(job, folder, stdin_fd, pipes):
+    try:
+        os.setpgid(0, 0)
+        os.chdir(folder)
+        os.dup2(stdin_fd, 0)
+        os.dup2(pipes["stdout"][1], 1)
+        os.dup2(pipes["stderr"][1], 2)
+        if "replies" in pipes:
+            os.dup2(pipes["replies"][1], REPLY_FD)
+        os.closerange(REPLY_FD + 1 if "replies" in pipes else 3, 1 << 16)
+        os.execve(job["argv"][0], job["argv"], {**ENV, "HOME": folder, "TMPDIR": folder})
+    except BaseException as exc:  # noqa: BLE001 - whatever failed, the child must not return into the zygote
+        try:
+            os.write(2, f"could not start {job['argv'][0]}: {exc}\n".encode())
+        except OSError:
+            pass
+    os._exit(127)
+
+
+def wipe():
+    """Empty /tmp of everything a sample left (but the fork server's working directory and the judge's main
+    program); True when it is empty. A program may have made its files read-only: they are its own, so the
+    permissions are put back first."""
+    try:
+        for entry in os.scandir(TMP):
+            keep = KEEP.get(entry.name)
+            if keep is not None and entry.is_dir(follow_symlinks=False):
+                for inner in os.scandir(entry.path):
+                    if inner.name not in keep:
+                        _remove(inner.path)
+            else:
+                _remove(entry.path)
+        left = [name for name in os.listdir(TMP) if name not in KEEP]
+        left += [name for name in os.listdir(os.path.join(TMP, "work")) if name not in KEEP["work"]]
+        return not left
+    except OSError:
+        return False
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        os.chmod(path, stat.S_IRWXU)
+        for root, folders, _ in os.walk(path):
+            for name in folders:
+                full = os.path.join(root, name)
+                if not os.path.islink(full):
+                    os.chmod(full, stat.S_IRWXU)
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def calls_file(tests):
+    """What CALL_DRIVER reads: the call tests' functions and arguments (never their expected values)."""
+    return json.dumps([{"fn": test["fn"], "args": test["args"]} for test in tests])
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, 9)
+    except OSError:
+        pass
