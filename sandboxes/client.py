@@ -73,11 +73,11 @@ class SandboxClient:
             return []
         if self._celery is None:
             results = get_backend(self.backend).run_many(requests)
-            self._record_local(results)
+            self._record_local(requests, results)
             return results
         return [RunResult.from_dict(d) for d in self._run_remote(requests, batch_id or uuid.uuid4().hex)]
 
-    def _record_local(self, results: list[RunResult]) -> None:
+    def _record_local(self, requests: list[RunRequest], results: list[RunResult]) -> None:
         """Count runs made in this process in the fleet's statistics, as a host counts its own, so the fleet
         page shows them (it said no batch ran while jobs ran local sandboxes). Needs the Redis result backend;
         statistics never cost a batch its results."""
@@ -90,7 +90,12 @@ class SandboxClient:
             client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
             try:
                 fleet.record(
-                    client, backend=self.backend, results=[r.to_dict() for r in results], where="local"
+                    client,
+                    backend=self.backend,
+                    results=[r.to_dict() for r in results],
+                    where="local",
+                    profiles=[request.profile for request in requests],
+                    host=fleet.describe_host(get_backend(self.backend)),
                 )
             finally:
                 client.close()

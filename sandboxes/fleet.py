@@ -7,12 +7,17 @@ Quota: a team may have at most `quota` runs in flight across the fleet. A batch 
 (a member of a sorted set scored by its expiry, so a host that dies mid-batch frees its leases when they
 expire) or none at all; a batch larger than the quota is refused outright, since it could never start.
 
-Statistics: per backend, counters of runs by status and a capped list of the latest run durations, from which
-`snapshot` derives p50/p99 latency and error rates; queue depth is the length of the queue's Redis list.
+Statistics: per backend, counters of runs by status and by sandbox profile and a capped list of the latest run
+durations, from which `snapshot` derives p50/p99 latency and error rates; queue depth is the length of the
+queue's Redis list. Hosts: each host (or local process) that ran a batch, with the profiles it can run and its
+warm pools, forgotten HOST_TTL_S after its latest batch.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,8 +28,11 @@ from sandboxes.types import Status
 if TYPE_CHECKING:
     from redis import Redis
 
+    from sandboxes.backends.base import SandboxBackend
+
 PREFIX = "anneal:sandbox:"
 LATENCY_WINDOW = 2000  # latest run durations kept per backend
+HOST_TTL_S = 900.0  # a host with no batch for this long leaves the fleet page
 LEASE_S = 600.0  # a lease outlives any batch a live host runs; a dead host's leases expire after this
 
 # Take `n` leases (ARGV[3..]) for one team if they fit under the quota; returns 1 when taken, 0 otherwise.
@@ -76,15 +84,41 @@ def in_flight(redis: Redis, *, team: str) -> int:
 WHERE = ("local", "remote")
 
 
-def record(redis: Redis, *, backend: str, results: list[dict], where: str = "remote") -> None:
+def describe_host(backend: SandboxBackend) -> dict:
+    """What the fleet page shows of the host running `backend`: its name, the profiles it can run, its warm
+    pools by profile."""
+    return {
+        "name": socket.gethostname(),
+        "backend": backend.name,
+        "profiles": backend.profiles(),
+        "pools": backend.warm_pools(),
+    }
+
+
+def record(
+    redis: Redis,
+    *,
+    backend: str,
+    results: list[dict],
+    where: str = "remote",
+    profiles: list[str] | None = None,
+    host: dict | None = None,
+) -> None:
     """Add a finished batch's runs (RunResult dicts) to `backend`'s statistics. `where`: "remote" for a
-    sandbox host's batch, "local" for one a client ran in its own process (SANDBOX_EXECUTION=local)."""
+    sandbox host's batch, "local" for one a client ran in its own process (SANDBOX_EXECUTION=local);
+    `profiles`: each run's sandbox profile; `host`: describe_host() of the host (or process) that ran them."""
     if not results:
         return
     if where not in WHERE:
         raise ValueError(f"where must be one of {WHERE}, got {where!r}")
     pipe = redis.pipeline(transaction=False)
     pipe.hincrby(f"{PREFIX}stats:{backend}:where", where, len(results))
+    for profile in profiles or []:
+        pipe.hincrby(f"{PREFIX}stats:{backend}:profile", profile, 1)
+    if host is not None:
+        key = f"{where}:{host['name']}:{backend}"
+        pipe.hset(f"{PREFIX}hosts", key, json.dumps({**host, "where": where, "seen": time.time()}))
+        pipe.hincrby(f"{PREFIX}host_runs", key, len(results))
     for result in results:
         pipe.hincrby(f"{PREFIX}stats:{backend}:status", result["status"], 1)
     pipe.lpush(f"{PREFIX}stats:{backend}:latency", *[round(float(r["duration_s"]), 5) for r in results])
@@ -111,6 +145,7 @@ def snapshot(redis: Redis, *, queue: str = "sandbox") -> dict:
             (k.decode() if isinstance(k, bytes) else k): int(v)
             for k, v in redis.hgetall(f"{PREFIX}stats:{name}:status").items()
         }
+        by_profile = {_text(k): int(v) for k, v in redis.hgetall(f"{PREFIX}stats:{name}:profile").items()}
         latencies = [float(x) for x in redis.lrange(f"{PREFIX}stats:{name}:latency", 0, -1)]
         runs = sum(counts.values())
         local = int(redis.hget(f"{PREFIX}stats:{name}:where", "local") or 0)
@@ -121,6 +156,7 @@ def snapshot(redis: Redis, *, queue: str = "sandbox") -> dict:
             "local_runs": local,
             "remote_runs": runs - local,
             "by_status": counts,
+            "by_profile": by_profile,  # runs recorded before profiles were counted are left out
             # The sandbox failing (not the program): what an operator is paged for.
             "sandbox_error_rate": round(counts.get(Status.SANDBOX_ERROR, 0) / runs, 4) if runs else 0.0,
             # Programs that did not end "ok" (failed, timeout, memory, output_limit, sandbox_error).
@@ -129,4 +165,32 @@ def snapshot(redis: Redis, *, queue: str = "sandbox") -> dict:
             "p99_ms": None if p99 is None else round(p99 * 1000, 2),
             "window": len(latencies),
         }
-    return {"queue_depth": int(redis.llen(queue)), "backends": backends}
+    return {"queue_depth": int(redis.llen(queue)), "backends": backends, "hosts": hosts(redis)}
+
+
+def hosts(redis: Redis) -> list[dict]:
+    """The hosts (and local processes) that ran sandbox batches in the last HOST_TTL_S, by name: describe_host()
+    with "where", "runs" and "seen_s" (seconds since their latest batch). Older ones are forgotten."""
+    now = time.time()
+    seen = []
+    for raw_key, raw in redis.hgetall(f"{PREFIX}hosts").items():
+        key = _text(raw_key)
+        try:
+            entry = json.loads(raw)
+            age = now - float(entry["seen"])
+        except (ValueError, KeyError, TypeError):
+            age = math.inf
+        if age > HOST_TTL_S:
+            redis.hdel(f"{PREFIX}hosts", key)
+            redis.hdel(f"{PREFIX}host_runs", key)
+            continue
+        entry["runs"] = int(redis.hget(f"{PREFIX}host_runs", key) or 0)
+        entry["seen_s"] = round(max(age, 0.0), 1)
+        seen.append(entry)
+    return sorted(
+        seen, key=lambda entry: (entry.get("where", ""), entry.get("name", ""), entry.get("backend", ""))
+    )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

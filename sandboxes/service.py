@@ -49,7 +49,13 @@ def run_batch(
         if leases is not None:
             leases.release()
     try:
-        fleet.record(redis, backend=backend, results=results)
+        fleet.record(
+            redis,
+            backend=backend,
+            results=results,
+            profiles=[str(request.get("profile") or "python") for request in requests],
+            host=fleet.describe_host(get_backend(backend)),
+        )
     except Exception:  # noqa: BLE001 - statistics never cost a batch its results
         pass
     return results

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from sandboxes.profiles import PROFILES
 from sandboxes.types import RunRequest, RunResult
 
 
@@ -21,3 +22,11 @@ class SandboxBackend(ABC):
     @abstractmethod
     def health(self) -> dict:
         """{"ok": bool, "backend": name, "detail": str}; cheap enough for a status page."""
+
+    def profiles(self) -> list[str]:
+        """The sandbox profiles this backend can run here (sandboxes/profiles.py); all of them by default."""
+        return list(PROFILES)
+
+    def warm_pools(self) -> dict[str, int]:
+        """Warm sandboxes by the profiles they serve ("all" for a pool that serves every one); none by default."""
+        return {}

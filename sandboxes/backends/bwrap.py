@@ -156,6 +156,12 @@ class BwrapBackend(SandboxBackend):
             detail += f"; test program gave {result.status}: {result.stderr.strip()[-300:]}"
         return {"ok": ok, "backend": self.name, "detail": detail}
 
+    def profiles(self) -> list[str]:
+        return installed_here()
+
+    def warm_pools(self) -> dict[str, int]:
+        return {"all": self.pool.size} if self.pool is not None else {}
+
     @property
     def process_limit(self) -> str:
         if self.cgroup_parent is not None:

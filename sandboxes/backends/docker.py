@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import shutil
 import socket
@@ -47,6 +48,7 @@ SOCKET_DIR_PREFIX = "anneal-sandbox-"  # + creator pid: the host directory holdi
 # The fork server's own share of a container's memory cap, on top of the run's memory_mb and its tmpfs.
 FORK_SERVER_MEMORY_MB = 32
 START_TIMEOUT_S = 30.0
+PROFILES_TTL_S = 60.0  # how long the list of profiles with an image is kept before the engine is asked again
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
 
 
@@ -233,6 +235,8 @@ class DockerBackend(SandboxBackend):
         self.pools: dict[str, WarmPool] = {}
         self._pools_lock = threading.Lock()
         self.pool: WarmPool | None = self._pool_for(PYTHON) if pool_size > 0 else None
+        self._profiles: list[str] = []
+        self._profiles_at = -math.inf
 
     def profile_limits(self, profile: str) -> Limits:
         """The limits a warm container of `profile` is made for."""
@@ -295,6 +299,17 @@ class DockerBackend(SandboxBackend):
         except docker.errors.DockerException as exc:
             return f"could not look up image {image}: {exc}"
         return ""
+
+    def profiles(self) -> list[str]:
+        """The profiles whose image the engine holds (looked up at most once a minute)."""
+        now = time.monotonic()
+        if now - self._profiles_at > PROFILES_TTL_S:
+            self._profiles = [name for name in PROFILES if not self.engine_problem(name)]
+            self._profiles_at = now
+        return list(self._profiles)
+
+    def warm_pools(self) -> dict[str, int]:
+        return {profile: pool.size for profile, pool in list(self.pools.items())}
 
     def run(self, request: RunRequest) -> RunResult:
         main = MAIN_FILE[request.language]

@@ -1,6 +1,7 @@
 """Fleet accounting against the test Redis: team quotas, per-backend statistics, and a host's batch path."""
 
 import os
+import socket
 import time
 import uuid
 
@@ -82,3 +83,30 @@ def test_a_host_runs_a_batch_within_its_teams_quota_and_records_it(store):
     assert [r["stdout"] for r in results] == ["0\n", "1\n", "2\n"]
     assert fleet.in_flight(store, team=team) == 0
     assert fleet.snapshot(store)["backends"]["bwrap"]["runs"] >= before + 3
+
+
+def test_each_host_is_listed_with_its_profiles_pools_and_runs_by_profile(store):
+    requests = [
+        RunRequest(language="python", code="print(1)").to_dict(),
+        RunRequest(language="python", code="print(2)", profile="c-cpp").to_dict(),
+    ]
+    before = fleet.snapshot(store)["backends"].get("bwrap", {}).get("by_profile", {})
+    run_batch(requests, "bwrap", batch_id=unique("batch"), redis=store, team=None, quota=4)
+    snap = fleet.snapshot(store)
+    after = snap["backends"]["bwrap"]["by_profile"]
+    assert (after["python"] - before.get("python", 0), after["c-cpp"] - before.get("c-cpp", 0)) == (1, 1)
+    (host,) = [h for h in snap["hosts"] if h["where"] == "remote" and h["backend"] == "bwrap"]
+    assert host["name"] == socket.gethostname()
+    assert host["profiles"] == ["python", "shell", "c-cpp", "javascript", "sql"]
+    assert host["runs"] >= 2 and host["seen_s"] < 60
+
+
+def test_a_host_silent_for_longer_than_the_ttl_is_forgotten(store, monkeypatch):
+    backend = unique("backend")
+    host = {"name": unique("host"), "backend": backend, "profiles": ["python"], "pools": {}}
+    fleet.record(store, backend=backend, results=[{"status": "ok", "duration_s": 0.1}], host=host)
+    assert [h["name"] for h in fleet.hosts(store)].count(host["name"]) == 1
+    monkeypatch.setattr(fleet, "HOST_TTL_S", -1.0)
+    assert host["name"] not in [h["name"] for h in fleet.hosts(store)]
+    monkeypatch.undo()
+    assert host["name"] not in [h["name"] for h in fleet.hosts(store)]  # removed, not only hidden

@@ -73,3 +73,19 @@ def test_local_runs_count_beside_the_hosts_runs(client, owner, settings):
     client.force_login(user)
     page = client.get(reverse("sandbox-fleet")).content.decode()
     assert f'<td class="local-runs">{after["local_runs"]}</td>' in page
+
+
+def test_the_page_lists_the_hosts_with_their_profiles(client, owner, settings):
+    from sandboxes.client import SandboxClient
+    from sandboxes.types import RunRequest
+
+    user, _ = owner
+    SandboxClient(mode="local", backend="bwrap", result_backend_url=settings.REDIS_URL).run_many(
+        [RunRequest(language="python", code="print(1)", profile="javascript")]
+    )
+    client.force_login(user)
+    page = client.get(reverse("sandbox-fleet")).content.decode()
+    hosts = page.split('id="fleet-hosts"', 1)[1].split("</table>", 1)[0]
+    assert "in a job&#x27;s or page&#x27;s process" in hosts or "in a job's or page's process" in hosts
+    assert '<span class="tag">c-cpp</span> <span class="tag">javascript</span>' in hosts
+    assert "javascript " in page.split("Runs by profile on bwrap:", 1)[1].split(".", 1)[0]
