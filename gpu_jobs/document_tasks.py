@@ -10,6 +10,9 @@ offers them beside those): each row a generated document and a question whose an
   the order the report gives them, checked cell by cell by the ``table`` verifier (gpu_jobs.rewards.table).
   Difficulty 0-5: 2 shipments and 3 columns at 0, up to 12 shipments, 4 columns and a city filter at 5.
 
+- ``programs_c``, ``programs_cpp``, ``programs_javascript``: Anneal's hand-written programming problems
+  (gpu_jobs/program_tasks.py), scored by ``code_tests`` in the language's sandbox profile.
+
 Rows are a function of (task, seed, index, difficulty); the reference is the generator's own record of what it
 wrote, never re-read from the text.
 """
@@ -21,6 +24,8 @@ import io
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from gpu_jobs import program_tasks
 
 CITIES = ["Lyon", "Porto", "Gdansk", "Tampere", "Bilbao", "Graz", "Utrecht", "Brno", "Cork", "Turin"]
 GOODS = ["valves", "cables", "pumps", "sensors", "panels", "filters", "bearings", "gaskets"]
@@ -49,6 +54,8 @@ class DocumentTask:
     # Whether a generated row is sound (its reference is right), checked where the row is made, without a
     # sandbox: the pack keeps only rows that pass.
     check: Callable[[dict], bool]
+    # A task drawn from a fixed set (program_tasks): all of a pack's rows at once, (size, seed, difficulty).
+    rows: Callable[[int, int, int | None], list[dict]] | None = None
 
 
 def _shipment(rng: random.Random) -> dict:
@@ -221,9 +228,32 @@ TASKS: dict[str, DocumentTask] = {
 }
 
 
+def _program_task(language: str) -> DocumentTask:
+    def rows(size: int, seed: int, difficulty: int | None) -> list[dict]:
+        return program_tasks.program_rows(language=language, size=size, seed=seed, difficulty=difficulty)
+
+    name, _ = program_tasks.LANGUAGES[language]
+    return DocumentTask(
+        program_tasks.task_name(language),
+        f"a small programming problem solved by a {name} program, run against its stdin/stdout tests "
+        "(the code_tests verifier, in a sandbox)",
+        lambda rng, difficulty: {},
+        program_tasks.spec(language),
+        program_tasks.row_is_sound,
+        rows,
+    )
+
+
+TASKS.update(
+    (program_tasks.task_name(language), _program_task(language)) for language in program_tasks.LANGUAGES
+)
+
+
 def document_rows(*, task: str, size: int, seed: int, difficulty: int | None) -> list[dict]:
     """``size`` rows of document task ``task`` (KeyError for another name); difficulty None is 1."""
     chosen = TASKS[task]
+    if chosen.rows is not None:
+        return chosen.rows(size, seed, difficulty)
     level = 1 if difficulty is None else max(0, min(MAX_DIFFICULTY, difficulty))
     rows = []
     for index in range(size):
