@@ -39,7 +39,13 @@ from sandboxes.types import Limits, RunRequest, RunResult, Status
 
 WORKDIR = "/tmp/work"
 SANDBOX_UID = "65534"  # nobody: the program owns nothing outside its tmpfs
-SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8"}
+# ANNEAL_SANDBOX_TMP tells a program that /tmp is the run's own (the code judge empties it between samples).
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": WORKDIR,
+    "LANG": "C.UTF-8",
+    "ANNEAL_SANDBOX_TMP": "/tmp",
+}
 # -E/-s/-S: no PYTHON* variables, no user or system site-packages, so only the standard library (and the
 # working directory, for the request's own files) is importable. -u: a killed program still shows what it
 # printed. -B: no __pycache__ in the small tmpfs.

@@ -62,7 +62,8 @@ OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oo
 TMP = "/tmp"
 WORKDIR = "/tmp/work"  # the same path as a cold run's; /tmp is emptied after every run
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
-ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+# ANNEAL_SANDBOX_TMP: /tmp is the run's own (the code judge empties it between samples; bwrap.SANDBOX_ENV).
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "ANNEAL_SANDBOX_TMP": TMP}
 KILL_ROUNDS = 10000  # kill(-1) + reap rounds before the sandbox is called unclean (a fork bomb races us)
 # Session mode (argv "session", see sandboxes/session.py): the working directory and the rest of /tmp outlive
 # each run, so files a run writes are there for the next; the program itself goes to RUN_DIR, emptied after
@@ -144,6 +145,8 @@ def child(fds: list[int], setup_w: int, workdir: str) -> None:
     try:
         request = setup(fds, setup_w, workdir)
         env = {**ENV, "HOME": workdir, "PWD": workdir}
+        if SESSION:
+            del env["ANNEAL_SANDBOX_TMP"]  # a session's /tmp holds its files across runs
         main = MAIN_FILE[request["language"]]
         if SESSION:
             main = os.path.join(RUN_DIR, main)

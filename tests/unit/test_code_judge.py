@@ -146,3 +146,36 @@ def test_in_a_batch_one_samples_flood_of_output_costs_only_itself():
     results = scorer.score_batch(rows, [ADD, ADD, flood])
     assert [r.score for r in results] == [1.0, 1.0, 0.0]
     assert results[1].output["stderr"] == "" and results[2].output["stderr"].startswith("x")
+
+
+def test_the_judge_run_unsandboxed_touches_nothing_of_the_hosts_tmp_but_its_own_folders(tmp_path):
+    """The benchmark's baseline runs the judge as a plain subprocess: emptying /tmp between the samples of a
+    batch is for a sandbox's own /tmp (ANNEAL_SANDBOX_TMP) only."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from gpu_jobs.rewards import code_judge
+
+    keep = Path(tempfile.mkdtemp(prefix="anneal-judge-neighbour-"))
+    (keep / "file").write_text("not the judge's")
+    c_program = '#include <stdio.h>\nint main(void) { puts("7"); return 0; }\n'
+    payload = {
+        "nonce": "n" * 32,
+        "mode": "tests_batch",
+        "language": "c",
+        "samples": [{"program": c_program, "tests": [{"kind": "io", "stdin": "", "stdout": "7\n"}]}] * 2,
+    }
+    request = code_judge.request(payload, time_s=20)
+    (tmp_path / "main.py").write_text(request.code)
+    before = {p.name for p in Path("/tmp").iterdir() if p.name.startswith("sample-")}
+    done = subprocess.run(
+        ["/usr/bin/python3", "-E", "-s", "-S", "main.py"],
+        cwd=tmp_path, input=request.stdin, capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    report = code_judge.find_report(done.stdout, "n" * 32)
+    assert [entry["passed"] for entry in report["results"]] == [[True], [True]], done.stderr
+    assert (keep / "file").read_text() == "not the judge's"
+    assert {p.name for p in Path("/tmp").iterdir() if p.name.startswith("sample-")} <= before
+    shutil.rmtree(keep)

@@ -519,10 +519,14 @@ def run_test_batch(payload, channel):
         report["tampering"] = channel.tampering[before:]
         del channel.tampering[before:]
         results.append(report)
-        if len(samples) > 1 and len(results) < len(samples) and not _wiped(channel):
-            # The sample killed or stopped the zygote, or left /tmp unclean: the samples after it are not
-            # judged here (the verifier judges them in runs of their own).
-            break
+        more = len(results) < len(samples)
+        # Between samples, and after a native one's last (its folder goes: a judge run unsandboxed leaves
+        # nothing behind). A lone Python sample's zygote became its runner, and is gone.
+        if (more and len(samples) > 1) or payload.get("language", "python") != "python":
+            if not _wiped(channel) and more:
+                # The sample killed or stopped the zygote, or left /tmp unclean: the samples after it are not
+                # judged here (the verifier judges them in runs of their own).
+                break
     return {"results": results}
 
 

@@ -9,7 +9,8 @@ program has no audit hook, so the trust rests on processes alone: the judge and 
 nor their descriptors; it never holds the report channel, the nonce or an expected value. What it can still
 do (kill or stop them: the same uid) loses the run its report, or the batch its zygote, and the verifier then
 judges the samples left in runs of their own (python_tests.score_batch), so one sample cannot cost another its
-verdict. After each sample the zygote empties /tmp of what the sample wrote (`wipe`).
+verdict. After each sample the zygote empties /tmp of what the sample wrote (`wipe`; in a sandbox only: run
+unsandboxed, as the benchmark's baseline runs the judge, it removes its own folders and nothing else).
 
 JavaScript calls: CALL_DRIVER runs the program as a script (so its top-level functions, `const`s and classes
 are reachable by name), calls each function with JSON arguments and writes one JSON reply per call to
@@ -27,6 +28,7 @@ import runner
 
 TMP = "/tmp"
 KEEP = {"work": {"main.py"}}  # the fork server's working directory and the judge's own main program
+MADE = []  # the sample folders this zygote made, removed by wipe()
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 REPLY_FD = 3
 OUTPUT_CAP = 1 << 20
@@ -87,6 +89,7 @@ def run_exec(job):
     try:
         if not os.path.lexists(folder):
             os.mkdir(folder, 0o700)
+            MADE.append(folder)
         for name, content in (job.get("files") or {}).items():
             fd = os.open(
                 os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600
@@ -145,10 +148,18 @@ def _exec_child(job, folder, stdin_fd, pipes):
 
 
 def wipe():
-    """Empty /tmp of everything a sample left (but the fork server's working directory and the judge's main
-    program); True when it is empty. A program may have made its files read-only: they are its own, so the
+    """Remove the sample folders made so far and, in a sandbox (ANNEAL_SANDBOX_TMP names its /tmp, which is
+    the run's own), everything else a sample left in /tmp but the fork server's working directory and the
+    judge's main program; True when that is done. Run unsandboxed (the benchmark's baseline), the judge touches
+    nothing but its own folders. A program may have made its files read-only: they are its own, so the
     permissions are put back first."""
     try:
+        while MADE:
+            folder = MADE.pop()
+            if os.path.lexists(folder):
+                _remove(folder)
+        if os.environ.get("ANNEAL_SANDBOX_TMP") != TMP:
+            return True
         for entry in os.scandir(TMP):
             keep = KEEP.get(entry.name)
             if keep is not None and entry.is_dir(follow_symlinks=False):
