@@ -7,7 +7,9 @@ same tasks as `call` tests and as stdin/stdout (`io`) tests. Printed side by sid
   bwrap cold  a fresh bubblewrap sandbox per check (2 at a time)
   bwrap warm  a warm pool of 2 sandboxes, each a fork server: a check costs a fork
   docker cold a fresh container per check (on a subset: ~0.5 s each), docker warm a pool of 2 containers
-and each warm pool's latency for a trivial program (p50/p90 over sequential runs). The docker rows need the
+and each warm pool's latency for a trivial program (p50/p90 over sequential runs). Each warm pool also runs
+code_tests on every toolchain profile: the 42 hand-written problems' reference programs in C, C++ and
+JavaScript (gpu_jobs/program_tasks.py), a check being one problem compiled once and run on all its tests. The docker rows need the
 Podman Docker API and the image (`make sandbox-image`); they are left out, with the reason, without them.
 Goals on 2 cores: warm >= 300 checks/s fully isolated; trivial warm p50 < 10 ms.
 
@@ -30,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
 from bench.tasks.code_tasks import FORMS, rows  # noqa: E402
+from gpu_jobs.program_tasks import LANGUAGES, problems, program_rows  # noqa: E402
+from gpu_jobs.program_tasks import spec as program_spec  # noqa: E402
 from gpu_jobs.rewards import build_scorer  # noqa: E402
 from sandboxes.backends.bwrap import PYTHON_FLAGS, BwrapBackend  # noqa: E402
 from sandboxes.backends.docker import DockerBackend  # noqa: E402
@@ -81,6 +85,24 @@ def checks_per_second(backend, task_rows: list[tuple[dict, str]], *, rounds: int
         results = scorer.score_batch(dataset, completions)
         failed += sum(1 for result in results if result.score != 1.0)
     return rounds * len(task_rows) / (time.perf_counter() - started), failed
+
+
+def profile_rates(backend) -> list[tuple[str, float, int, int]]:
+    """code_tests on each toolchain profile: the hand-written problems' references (gpu_jobs/program_tasks.py),
+    each compiled (C, C++) once and run on all its tests; (label, checks/s, checks, not 1.0) per language."""
+    figures = []
+    for language in LANGUAGES:
+        problem_rows = program_rows(language=language, size=len(problems()), seed=0, difficulty=None)
+        scorer = build_scorer(program_spec(language), sandbox=backend)
+        scorer.score_batch(
+            problem_rows[:2], [row["answer"] for row in problem_rows[:2]]
+        )  # the profile's pool
+        started = time.perf_counter()
+        results = scorer.score_batch(problem_rows, [row["answer"] for row in problem_rows])
+        rate = len(results) / (time.perf_counter() - started)
+        failed = sum(1 for result in results if result.score != 1.0)
+        figures.append((f"code_tests {language}", rate, len(results), failed))
+    return figures
 
 
 def trivial_latency_ms(backend, *, runs: int) -> tuple[float, float]:
@@ -136,6 +158,7 @@ def main() -> None:
                 rate, failed = checks_per_second(backend, rows(form), rounds=rounds)
                 figures.append((f"{label}, {form}", rate, rounds * len(subset), failed))
         if pool is not None:
+            figures += [(f"{label}, {name}", *rest) for name, *rest in profile_rates(backend)]
             p50, p90 = trivial_latency_ms(backend, runs=300)
             stats = pool.stats
             latencies.append(
@@ -143,13 +166,14 @@ def main() -> None:
                 f"{stats.warm_runs} warm runs, {stats.started} sandboxes started, {stats.recycled} recycled, "
                 f"{stats.discarded} discarded"
             )
-            pool.close()
+            (backend.close if isinstance(backend, DockerBackend) else pool.close)()
 
-    print(f"\n{'backend, test form':<44}{'checks/s':>10}{'checks':>8}{'not 1.0':>9}")
+    print(f"\n{'backend, test form or profile':<44}{'checks/s':>10}{'checks':>8}{'not 1.0':>9}")
     for label, rate, count, failed in figures:
         print(f"{label:<44}{rate:>10.1f}{count:>8}{failed:>9}")
     base = figures[0][1]
-    print("\n" + "; ".join(f"{label} / baseline: {rate / base:.2f}x" for label, rate, *_ in figures[1:]))
+    python_rows = [(label, rate) for label, rate, *_ in figures[1:] if "code_tests" not in label]
+    print("\n" + "; ".join(f"{label} / baseline: {rate / base:.2f}x" for label, rate in python_rows))
     for line in latencies:
         print(line)
     print("load average at the end: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))

@@ -44,6 +44,11 @@ class Judge(BaseHTTPRequestHandler):
         pass
 
 
+def _off_by(row: dict, done: str) -> int:
+    """How far the shared completion's answer is from the row's (0 when right)."""
+    return int(done.split("<answer>")[1].split("</answer>")[0]) - int(row["answer"])
+
+
 def samples(n: int) -> tuple[list[dict], list[str]]:
     rows, completions = [], []
     for i in range(n):
@@ -57,6 +62,7 @@ def samples(n: int) -> tuple[list[dict], list[str]]:
                 "table": [{"a": a, "b": b, "sum": a + b}],
                 "schema": f"CREATE TABLE t (a INTEGER, b INTEGER); INSERT INTO t VALUES ({a}, {b});",
                 "query": "SELECT a + b FROM t",
+                "io_tests": [{"stdin": f"{a} {b}\n", "stdout": f"{a + b}\n"}],
             }
         )
         completions.append(f"<think>{a} plus {b}</think><answer>{answer}</answer>\n```python\n{a} + {b}\n```")
@@ -65,6 +71,15 @@ def samples(n: int) -> tuple[list[dict], list[str]]:
 
 # Types whose answers are not the shared completion's: (row, shared completion) -> this type's completion.
 OWN_COMPLETIONS = {
+    # C and JavaScript programs that read the two numbers and print the shared completion's answer's error.
+    "code_tests_c": lambda row, done: (
+        '```c\n#include <stdio.h>\nint main(void) { int a, b; scanf("%d %d", &a, &b); '
+        f'printf("%d\\n", a + b + {_off_by(row, done)}); return 0; }}\n```'
+    ),
+    "code_tests_javascript": lambda row, done: (
+        "```js\nconst [a, b] = require('fs').readFileSync(0, 'utf8').split(' ').map(Number);\n"
+        f"console.log(a + b + {_off_by(row, done)});\n```"
+    ),
     "table": lambda row, done: (
         f"a,b,sum\n{row['table'][0]['a']},{row['table'][0]['b']},"
         + done.split("<answer>")[1].split("</answer>")[0]
@@ -98,6 +113,8 @@ def specs(judge_url: str) -> dict[str, dict]:
         "similarity_chrf": {"type": "similarity", "metric": "chrf", "extract": "tag"},
         "embedding": {"type": "embedding", "extract": "tag"},
         "python_tests": {"type": "python_tests"},
+        "code_tests_c": {"type": "code_tests", "language": "c", "tests_field": "io_tests"},
+        "code_tests_javascript": {"type": "code_tests", "language": "javascript", "tests_field": "io_tests"},
         "custom_python": {
             "type": "custom_python",
             "code": "def score(row, completion):\n    return 1.0 if row['answer'] in completion else 0.0\n",
