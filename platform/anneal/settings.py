@@ -1,5 +1,6 @@
 """The one settings module. Every value a deployment changes comes from an environment variable (README)."""
 
+import os
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -38,6 +39,9 @@ DATA_DIR = env_path("ANNEAL_DATA_DIR", REPO_ROOT / "var")
 UPLOAD_DIR = env_path("ANNEAL_UPLOAD_DIR", DATA_DIR / "uploads")
 DATASET_DIR = env_path("ANNEAL_DATASET_DIR", DATA_DIR / "datasets")
 MODEL_STORE = env_path("ANNEAL_MODEL_STORE", DATA_DIR / "models")
+# The Django-free engines (the reward_model verifier) read the store from the environment, as do the job
+# processes this one starts.
+os.environ.setdefault("ANNEAL_MODEL_STORE", str(MODEL_STORE))
 # Whether jobs may name a hub model id (org/name): only on hosts that can reach a model hub.
 MODEL_ALLOW_HUB = env_bool("ANNEAL_ALLOW_HUB", False)
 CHECKPOINT_DIR = env_path("ANNEAL_CHECKPOINT_DIR", DATA_DIR / "checkpoints")
@@ -219,6 +223,9 @@ SANDBOX_TEAM_QUOTA = env_int("ANNEAL_SANDBOX_TEAM_QUOTA", 64, minimum=1, maximum
 # Verifier previews one user may start per minute (each may run code or call out); previews, hack probes and
 # test cases also take leases on the team's sandbox quota above, as jobs do (anneal.verifiers.sandbox_quota).
 VERIFIER_PREVIEW_RATE_PER_MIN = env_int("ANNEAL_PREVIEW_RATE_PER_MIN", 30, minimum=1, maximum=100_000)
+# A reward_model verifier's model loads in the web process (previews, hack probes) only up to this size (its
+# weight files); larger ones score in jobs, on the gpu-worker.
+PREVIEW_MODEL_MAX_MB = env_int("ANNEAL_PREVIEW_MODEL_MAX_MB", 200, minimum=1, maximum=1_000_000)
 # Rollout texts older than this many days are dropped (their step, reward and parts stay); 0 keeps them all.
 ROLLOUT_RETENTION_DAYS = env_int("ANNEAL_ROLLOUT_RETENTION_DAYS", 90, minimum=0)
 JOB_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_JOB_HEARTBEAT_TIMEOUT_S", 120, minimum=10)

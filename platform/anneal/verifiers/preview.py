@@ -4,9 +4,10 @@ from django.contrib.auth.models import User
 
 from anneal.accounts.models import Team
 from anneal.accounts.services import audit
+from anneal.errors import InputError
 from anneal.verifiers.outbound import judge_spec_check, team_outbound
 from anneal.verifiers.sandbox_quota import preview_rate_check
-from anneal.verifiers.services import team_sandbox, verifier_spec_check
+from anneal.verifiers.services import team_sandbox, verifier_spec_check, web_model_problem
 from gpu_jobs.rewards import ScoreResult, build_scorer
 
 PREVIEW_EXAMPLE = {
@@ -27,6 +28,9 @@ def verifier_preview(*, team: Team, user: User, spec: object, samples: list[dict
     """
     clean = verifier_spec_check(spec)
     judge_spec_check(clean, team=team)
+    too_big = web_model_problem(clean)
+    if too_big:
+        raise InputError(too_big, field="spec.model")
     preview_rate_check(user=user)
     sandbox = team_sandbox(team=team)
     # A judge reaches only the team's allowed hosts, with the team's secrets and deployments.

@@ -15,6 +15,7 @@ from anneal.verifiers.outbound import judge_spec_check, team_outbound
 from anneal.verifiers.sandbox_quota import TeamSandbox
 from gpu_jobs.rewards import SpecError, build_scorer, validate_spec
 from gpu_jobs.rewards.probes import run_probes
+from gpu_jobs.rewards.reward_model import model_folder, weights_mb
 from sandboxes.client import SandboxClient
 
 if TYPE_CHECKING:
@@ -56,6 +57,25 @@ def verifier_spec_check(spec: object) -> dict:
         raise InputError(exc.message, field=f"spec.{exc.field}") from None
 
 
+def web_model_problem(spec: dict) -> str:
+    """Why the web process must not load a model `spec` (a normalised spec, composites' parts included)
+    scores with ("" when it may): a reward model past PREVIEW_MODEL_MAX_MB."""
+    limit = settings.PREVIEW_MODEL_MAX_MB
+    for part in [spec, *[part.get("spec") or {} for part in spec.get("parts") or []]]:
+        if part is not spec:
+            problem = web_model_problem(part)
+            if problem:
+                return problem
+        elif spec.get("type") == "reward_model":
+            size = weights_mb(model_folder(spec["model"]))
+            if size > limit:
+                return (
+                    f"reward model {spec['model']} is {size:,.1f} MB; the web process loads reward models up to "
+                    f"{limit:,} MB (ANNEAL_PREVIEW_MODEL_MAX_MB): score with it in a job, on the gpu-worker"
+                )
+    return ""
+
+
 def verifier_probe(*, spec: dict, team: Team, rows: list[dict] | None = None) -> tuple[list[dict], bool]:
     """The hack probes' results for a normalised spec, and whether any scored high.
 
@@ -63,6 +83,10 @@ def verifier_probe(*, spec: dict, team: Team, rows: list[dict] | None = None) ->
     no room, so that no version is saved unprobed for that. Any other failure is recorded, not raised.
     A reason may quote what the verifier's own code returned or printed, NUL included: it is stored as U+FFFD.
     """
+    too_big = web_model_problem(spec)
+    if too_big:
+        skipped = {"name": "probes", "description": "Hack probes", "score": 0.0, "reason": ""}
+        return [{**skipped, "flagged": False, "skipped": f"not probed here: {too_big}"}], False
     sandbox = team_sandbox(team=team)
     try:
         results = [without_nul(result.to_dict()) for result in run_probes(spec, rows=rows, sandbox=sandbox)]
