@@ -179,3 +179,26 @@ def test_the_judge_run_unsandboxed_touches_nothing_of_the_hosts_tmp_but_its_own_
     assert (keep / "file").read_text() == "not the judge's"
     assert {p.name for p in Path("/tmp").iterdir() if p.name.startswith("sample-")} <= before
     shutil.rmtree(keep)
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "from collections import namedtuple\nP = namedtuple('P', 'x y')\ndef f(a):\n    return P(a, 2)\n",
+        "import typing\nclass P(typing.NamedTuple):\n    x: int\n    y: int = 0\ndef f(a):\n    return P(a)\n",
+        "import decimal\ndef f(a):\n    return decimal.Decimal(a).as_tuple()\n",  # DecimalTuple, made on import
+        "from typing import List\ndef f(a) -> List[int]:\n    return [a]\n",  # typing sets io.__name__ on import
+    ],
+    ids=["namedtuple", "typing.NamedTuple", "decimal imported cold", "typing imported cold"],
+)
+def test_an_honest_namedtuple_is_not_taken_for_patching_the_standard_library(program):
+    # A cold sandbox has decimal not yet imported: its namedtuple is made while the guard watches.
+    scorer = build_scorer({"type": "python_tests"}, sandbox=BwrapBackend(pool_size=0))
+    result = scorer.score({"tests": ["assert f(1)[0] in (0, 1)"]}, program)
+    assert (result.score, result.reason) == (1.0, "the test passed")
+
+
+def test_renaming_a_standard_library_class_s_module_is_still_tampering():
+    program = "import unittest\nunittest.TestCase.__module__ = '__main__'\nresult = 1\n"
+    result = score(["assert result == 1"], program)
+    assert result.reason == "tampering: patching TestCase.__module__"

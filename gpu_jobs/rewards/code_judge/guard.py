@@ -25,6 +25,9 @@ import sys
 
 STDLIB = os.path.realpath(os.path.dirname(os.__file__)) + os.sep
 # Standard-library files whose use of frames stays inside them; inspect and traceback are left out on purpose.
+# collections.namedtuple sets __module__ on each class it makes, after type() made it one of collections': a
+# program's namedtuple (or one the standard library makes on import, decimal's DecimalTuple) is not a patch.
+NAMEDTUPLE_FILE = os.path.join(STDLIB, "collections", "__init__.py")
 FRAME_USERS = tuple(
     STDLIB + name
     for name in (
@@ -104,6 +107,23 @@ def install(report, *, protected_files=(), protected_modules=()):
         finally:
             busy.pop()
 
+    def initialising_its_own(target):
+        """The caller is a standard-library module's top-level code (the module is being imported, as a cold
+        sandbox imports what the program asks for) setting up what it defines: typing's `io.__name__ = ...`."""
+        busy.append(1)
+        try:
+            frame = getframe(1)
+            while frame is not None and frame.f_code is not hook.__code__:
+                frame = frame.f_back
+            frame = frame.f_back if frame is not None else None
+            if frame is None or frame.f_code.co_name != "<module>":
+                return False
+            if not frame.f_code.co_filename.startswith(STDLIB):
+                return False
+            return getattr(target, "__module__", None) == frame.f_globals.get("__name__")
+        finally:
+            busy.pop()
+
     def trusted_caller():
         filename = caller_file()
         return filename in protected_files or filename.startswith(FRAME_USERS)
@@ -155,7 +175,11 @@ def install(report, *, protected_files=(), protected_modules=()):
                     refuse(f"compiling code under a trusted file name ({filename})")
         elif event in ("object.__setattr__", "object.__delattr__"):
             target, name = args[0], args[1]
+            if name == "__module__" and event == "object.__setattr__" and caller_file() == NAMEDTUPLE_FILE:
+                return  # namedtuple() naming the class it just made (type() made it a class of collections)
             if (isinstance(target, type) or callable(target)) and protected(target):
+                if initialising_its_own(target):
+                    return
                 owner = getattr(target, "__qualname__", type(target).__name__)
                 refuse(f"patching {owner}.{name}")
 
