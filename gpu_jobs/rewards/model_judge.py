@@ -26,6 +26,17 @@ DEFAULT_RUBRIC = (
     "Rate how correct the answer is from {min_score} to {max_score}. End your reply with a line 'Score: N'."
 )
 PLACEHOLDERS = ("prompt", "completion", "reference", "min_score", "max_score")
+# Pairwise: the judge sees the answer and the row's reference (a baseline's answer, or a written one) as A and
+# B, and names the better one; asked twice, the order swapped, so that a judge favouring a position does not
+# decide the score.
+MODES = ("score", "pairwise")
+PAIRWISE_RUBRIC = (
+    "You compare two answers to the same question. Question:\n{prompt}\n\nAnswer A:\n{first}\n\n"
+    "Answer B:\n{second}\n\nWhich answer is better? End your reply with a line 'Winner: A', 'Winner: B' or "
+    "'Winner: tie'."
+)
+PAIRWISE_PLACEHOLDERS = ("prompt", "first", "second")
+_WINNER_LINE = re.compile(r"winner\s*[:=]\s*\**\s*(a|b|tie)\b", re.IGNORECASE)
 _SCORE_LINE = re.compile(r"score\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
 _ANY_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,99}$")
@@ -81,7 +92,22 @@ class ModelJudge(Scorer):
             help="The prompt sent to the judge; {prompt}, {completion}, {reference}, {min_score} and {max_score} "
             "are filled in. The judge's reply must carry 'Score: N' (else its last number is taken).",
         ),
-        SpecField("reference_field", (str,), default="answer", help="The column filled in as {reference}."),
+        SpecField(
+            "mode",
+            (str,),
+            default="score",
+            choices=MODES,
+            help="score: the judge rates the answer on the rubric's scale; pairwise: the judge picks the better "
+            "of the answer and the row's reference (asked in both orders), scoring 1 per win and 0.5 per tie, "
+            "averaged.",
+        ),
+        SpecField(
+            "reference_field",
+            (str,),
+            default="answer",
+            help="The column filled in as {reference}; in pairwise mode, the answer compared with (a baseline "
+            "model's, or a written one).",
+        ),
         SpecField(
             "min_score", (int, float), default=0, help="The lowest score the rubric allows (maps to 0)."
         ),
@@ -143,12 +169,18 @@ class ModelJudge(Scorer):
             raise SpecError(
                 "api_key_secret", "must be the name of a team secret (letters, digits, _ . -), not the key"
             )
+        pairwise = clean["mode"] == "pairwise"
+        if pairwise and clean["rubric"] == DEFAULT_RUBRIC:
+            clean["rubric"] = PAIRWISE_RUBRIC
+        allowed = PAIRWISE_PLACEHOLDERS if pairwise else PLACEHOLDERS
         if clean["messages"] is None:
-            names = _placeholders(clean["rubric"], "rubric")
+            names = _placeholders(clean["rubric"], "rubric", allowed)
         else:
-            names = _check_messages(clean["messages"])
-        if "completion" not in names:
-            where = "rubric" if clean["messages"] is None else "messages"
+            names = _check_messages(clean["messages"], allowed)
+        where = "rubric" if clean["messages"] is None else "messages"
+        if pairwise and not {"first", "second"} <= names:
+            raise SpecError(where, "must contain {first} and {second}, the two answers compared")
+        if not pairwise and "completion" not in names:
             raise SpecError(where, "must contain {completion}, the answer being judged")
         if not 0 <= clean["temperature"] <= 2:
             raise SpecError("temperature", "must be between 0 and 2")
@@ -240,10 +272,46 @@ class ModelJudge(Scorer):
         }
         if self._problem:
             return ScoreResult(0.0, {}, self._problem)
+        if spec["mode"] == "pairwise":
+            if not str(row.get(spec["reference_field"]) or "").strip():
+                return ScoreResult(0.0, {}, f"row has no {spec['reference_field']!r} answer to compare with")
+            return self._pairwise(client, values)
+        reply = self._ask(client, self._conversation(values))
+        return self._parse(reply) if isinstance(reply, str) else reply
+
+    def _pairwise(self, client: httpx.Client, values: dict[str, str]) -> ScoreResult:
+        """The answer against the reference, as A and then as B: 1 per win, 0.5 per tie, averaged."""
+        answer, reference = values["completion"], values["reference"][:MAX_COMPLETION_CHARS]
+        orders = (("A", answer, reference), ("B", reference, answer))
+        points, verdicts = [], []
+        for position, first, second in orders:
+            reply = self._ask(
+                client, self._conversation({"prompt": values["prompt"], "first": first, "second": second})
+            )
+            if not isinstance(reply, str):
+                return reply  # the call failed: its reason
+            found = _WINNER_LINE.findall(reply)
+            if not found:
+                return ScoreResult(
+                    0.0, {}, f"no winner in the judge's reply: {shorten(reply.strip(), 120)!r}"
+                )
+            winner = found[-1].lower()
+            verdicts.append("tie" if winner == "tie" else "win" if winner == position.lower() else "loss")
+            points.append({"win": 1.0, "tie": 0.5, "loss": 0.0}[verdicts[-1]])
+        score = sum(points) / len(points)
+        parts = {"wins": float(verdicts.count("win")), "ties": float(verdicts.count("tie"))}
+        reason = f"against the reference: {verdicts[0]} as answer A, {verdicts[1]} as answer B"
+        if verdicts[0] != verdicts[1]:
+            reason += " (the judge's verdict changed with the order)"
+        return ScoreResult(score, parts, reason)
+
+    def _ask(self, client: httpx.Client, messages: list[dict[str, str]]) -> str | ScoreResult:
+        """The judge's reply to `messages`, or a 0 result saying why there is none."""
+        spec = self.spec
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
         body = {
             "model": self._model,
-            "messages": self._conversation(values),
+            "messages": messages,
             "temperature": spec["temperature"],
             "max_tokens": spec["max_tokens"],
         }
@@ -274,7 +342,7 @@ class ModelJudge(Scorer):
             return ScoreResult(
                 0.0, {}, f"judge reply is not a chat completion: {shorten(response.text, 120)}"
             )
-        return self._parse(str(reply))
+        return str(reply)
 
     def _parse(self, reply: str) -> ScoreResult:
         found = _SCORE_LINE.findall(reply) or _ANY_NUMBER.findall(reply)
@@ -288,21 +356,19 @@ class ModelJudge(Scorer):
         return ScoreResult(score, {"judge": raw}, f"judge gave {raw:g}{note}: {shorten(reply.strip(), 160)}")
 
 
-def _placeholders(text: str, field: str) -> set[str]:
+def _placeholders(text: str, field: str, allowed: tuple[str, ...] = PLACEHOLDERS) -> set[str]:
     """The {names} in ``text``; SpecError naming ``field`` for a stray brace or an unknown name."""
     try:
         names = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
     except ValueError as exc:
         raise SpecError(field, f"has a stray brace: {exc} (write {{{{ and }}}} for literal braces)") from None
-    unknown = names - set(PLACEHOLDERS)
+    unknown = names - set(allowed)
     if unknown:
-        raise SpecError(
-            field, f"unknown placeholder {{{sorted(unknown)[0]}}}; known: {', '.join(PLACEHOLDERS)}"
-        )
+        raise SpecError(field, f"unknown placeholder {{{sorted(unknown)[0]}}}; known: {', '.join(allowed)}")
     return names
 
 
-def _check_messages(messages: list) -> set[str]:
+def _check_messages(messages: list, allowed: tuple[str, ...] = PLACEHOLDERS) -> set[str]:
     """The placeholders used across a judge conversation; SpecError naming the message that is wrong."""
     if not messages or len(messages) > MAX_MESSAGES:
         raise SpecError("messages", f"must hold 1 to {MAX_MESSAGES} messages")
@@ -315,5 +381,5 @@ def _check_messages(messages: list) -> set[str]:
             raise SpecError(f"{where}.role", f"must be one of {', '.join(JUDGE_ROLES)}")
         if not isinstance(message["content"], str):
             raise SpecError(f"{where}.content", "must be text")
-        names |= _placeholders(message["content"], f"{where}.content")
+        names |= _placeholders(message["content"], f"{where}.content", allowed)
     return names
