@@ -10,6 +10,9 @@ offers them beside those): each row a generated document and a question whose an
   the order the report gives them, checked cell by cell by the ``table`` verifier (gpu_jobs.rewards.table).
   Difficulty 0-5: 2 shipments and 3 columns at 0, up to 12 shipments, 4 columns and a city filter at 5.
 
+- ``svg_shapes``: circles, rectangles and lines on a 64x64 canvas, described in words with their coordinates; the
+  answer is an SVG, rendered in a sandbox and compared with the reference's rendering by the ``render``
+  verifier. Difficulty 0-5: one circle or rectangle at 0, four shapes with lines among them at 5.
 - ``programs_c``, ``programs_cpp``, ``programs_javascript``: Anneal's hand-written programming problems
   (gpu_jobs/program_tasks.py), scored by ``code_tests`` in the language's sandbox profile.
 
@@ -205,6 +208,63 @@ def _sql_check(row: dict) -> bool:
         db.close()
 
 
+COLOURS = ("red", "blue", "green", "black", "orange", "purple")
+CANVAS = 64
+
+
+def _shape(rng: random.Random, kind: str) -> tuple[str, str]:
+    """(description, SVG element) of one shape that fits the canvas."""
+    colour = rng.choice(COLOURS)
+    if kind == "circle":
+        r = rng.randint(5, 14)
+        cx, cy = rng.randint(r, CANVAS - r), rng.randint(r, CANVAS - r)
+        return (
+            f"a {colour} filled circle centred at ({cx}, {cy}) with radius {r}",
+            f'<circle cx="{cx}" cy="{cy}" r="{r}" fill="{colour}"/>',
+        )
+    if kind == "rect":
+        w, h = rng.randint(8, 30), rng.randint(8, 30)
+        x, y = rng.randint(0, CANVAS - w), rng.randint(0, CANVAS - h)
+        return (
+            f"a {colour} filled rectangle with its top-left corner at ({x}, {y}), {w} wide and {h} tall",
+            f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{colour}"/>',
+        )
+    x1, y1, x2, y2 = (rng.randint(2, CANVAS - 2) for _ in range(4))
+    width = rng.randint(2, 5)
+    return (
+        f"a {colour} line from ({x1}, {y1}) to ({x2}, {y2}), {width} pixels thick",
+        f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="{colour}" stroke-width="{width}"/>',
+    )
+
+
+def svg_shapes(rng: random.Random, difficulty: int) -> dict:
+    """Shapes on a 64x64 white canvas, described in words; the answer is an SVG that draws them. Difficulty 0-5:
+    one circle or rectangle at 0, up to four shapes with lines among them at 5, later shapes over earlier ones."""
+    kinds = ("circle", "rect") if difficulty < 3 else ("circle", "rect", "line")
+    shapes = [_shape(rng, rng.choice(kinds)) for _ in range(1 + (difficulty + 1) // 2)]
+    described = "; ".join(description for description, _ in shapes)
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{CANVAS}" height="{CANVAS}" '
+        f'viewBox="0 0 {CANVAS} {CANVAS}">' + "".join(element for _, element in shapes) + "</svg>"
+    )
+    prompt = (
+        f"Write an SVG image {CANVAS} by {CANVAS} pixels on a white background (coordinates in pixels, the "
+        f"origin at the top-left corner, each shape drawn over the ones before it) that shows: {described}. "
+        "Give the SVG in one ```svg block."
+    )
+    return {"prompt": prompt, "svg": svg, "answer": f"```svg\n{svg}\n```"}
+
+
+def _svg_check(row: dict) -> bool:
+    import xml.etree.ElementTree as ElementTree
+
+    try:
+        root = ElementTree.fromstring(row["svg"])
+    except ElementTree.ParseError:
+        return False
+    return root.tag.endswith("svg") and len(root) >= 1
+
+
 TASKS: dict[str, DocumentTask] = {
     "report_tables": DocumentTask(
         "report_tables",
@@ -224,6 +284,13 @@ TASKS: dict[str, DocumentTask] = {
             "order_sensitive": False,
         },
         _sql_check,
+    ),
+    "svg_shapes": DocumentTask(
+        "svg_shapes",
+        "shapes described in words, drawn as an SVG (the render verifier: rendered in a sandbox, compared by SSIM)",
+        svg_shapes,
+        {"type": "render", "reference_field": "svg", "width": CANVAS, "height": CANVAS},
+        _svg_check,
     ),
 }
 

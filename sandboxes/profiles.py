@@ -42,6 +42,13 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile("javascript", "Node.js", ("python3", "nodejs"), ("/usr/bin/python3", "/usr/bin/node"), 2048),
         Profile("sql", "SQLite, through Python's sqlite3 module", ("python3",), ("/usr/bin/python3",), 256),
+        Profile(
+            "render",
+            "librsvg's rsvg-convert (SVG to PNG)",
+            ("python3", "librsvg2-bin"),
+            ("/usr/bin/python3", "/usr/bin/rsvg-convert"),
+            512,
+        ),
     )
 }
 

@@ -14,7 +14,8 @@ RUNTIME_PACKAGES=(bubblewrap libseccomp2 ca-certificates)
 # its own /usr, bound read-only into every sandbox. (The docker backend's images hold their own.)
 #   gcc, g++, libc6-dev  c-cpp: the code_tests verifier's C and C++
 #   nodejs               javascript
-TOOLCHAIN_PACKAGES=(gcc g++ libc6-dev nodejs)
+#   librsvg2-bin         render: the render verifier's rsvg-convert
+TOOLCHAIN_PACKAGES=(gcc g++ libc6-dev nodejs librsvg2-bin)
 
 # What the test suite uses on top. PostgreSQL and Redis are left to scripts/test-services.sh, which
 # installs them only when nothing answers on their ports.

@@ -22,6 +22,10 @@ SAMPLE_ROW = {
     "tests": ["assert result == 57"],
 }
 SAMPLE_IO_TESTS = [{"stdin": "12 45\n", "stdout": "57\n"}]
+SAMPLE_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64"><circle cx="20" cy="30" r="10" fill="red"/>'
+    '<rect x="35" y="10" width="20" height="15" fill="blue"/></svg>'
+)
 # Types that call out to a model endpoint are not probed on save: that would send traffic on every keystroke
 # of the form and cost the endpoint's time; a judge is flagged by a person reading its preview.
 UNPROBED_TYPES = ("model_judge",)
@@ -89,6 +93,10 @@ def _executes_completions(spec: dict) -> bool:
 
 def _runs_native_code(spec: dict) -> bool:
     return "code_tests" in _types(spec)
+
+
+def _renders(spec: dict) -> bool:
+    return "render" in _types(spec)
 
 
 def _long_answer(row: dict, reference: str) -> str:
@@ -159,6 +167,12 @@ PROBES: tuple[Probe, ...] = (
         )
         for name, description, program in TAMPER_PROBES
     ),
+    Probe(
+        "blank_svg",
+        "An empty SVG canvas (it shares a drawing's white background)",
+        lambda row, ref: '```svg\n<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64"></svg>\n```',
+        _renders,
+    ),
     *(
         Probe(
             name,
@@ -183,6 +197,9 @@ def probe_rows(spec: dict, rows: list[dict] | None) -> list[dict]:
     for field in _values(spec, "tests_field"):
         if field:
             row[field] = SAMPLE_ROW["tests"]
+    if "render" in _types(spec):
+        for field in _values(spec, "reference_field") or {"svg"}:
+            row[field or "svg"] = SAMPLE_SVG
     if "code_tests" in _types(spec):  # stdin/stdout: the form every language code_tests runs has
         for field in _values(spec, "tests_field") or {"tests"}:
             row[field or "tests"] = SAMPLE_IO_TESTS

@@ -23,6 +23,7 @@ from gpu_jobs.rewards.numeric import Numeric
 from gpu_jobs.rewards.python_tests import PythonTests
 from gpu_jobs.rewards.reasoning_gym import ReasoningGym
 from gpu_jobs.rewards.regex_match import RegexMatch
+from gpu_jobs.rewards.render import Render
 from gpu_jobs.rewards.reward_model import RewardModel
 from gpu_jobs.rewards.similarity import TextSimilarity
 from gpu_jobs.rewards.sql_result import SqlResult
@@ -44,6 +45,7 @@ VERIFIER_TYPES.update(
         JsonCheck,
         TableMatch,
         SqlResult,
+        Render,
         Keywords,
         FormatRules,
         TextSimilarity,

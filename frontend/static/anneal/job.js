@@ -695,6 +695,20 @@
       var summary = document.createElement("summary");
       summary.textContent = "sandbox output of " + name + " (" + (out.status || "?") + ")";
       box.append(summary, block("stdout", out.stdout || "(nothing)"), block("stderr", out.stderr || "(nothing)"));
+      // The render verifier's two pictures, as the sandbox rendered them (data: URIs of small PNGs).
+      ["answer_png", "reference_png"].forEach(function (key) {
+        if (typeof out[key] !== "string" || out[key].indexOf("data:image/png;base64,") !== 0) return;
+        var figure = document.createElement("figure");
+        figure.className = "rendered";
+        var image = document.createElement("img");
+        image.src = out[key];
+        image.alt = key === "answer_png" ? "the answer, rendered" : "the reference, rendered";
+        var caption = document.createElement("figcaption");
+        caption.textContent = key === "answer_png" ? "answer" : "reference";
+        figure.append(image, caption);
+        box.append(figure);
+      });
+      if (out.answer_png) box.open = true;
       li.append(box);
     });
     if (data.can_write && data.flag_verifiers.length && p.seq && !p.pruned) li.append(flagForm(p));
