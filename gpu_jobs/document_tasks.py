@@ -13,6 +13,9 @@ offers them beside those): each row a generated document and a question whose an
 - ``svg_shapes``: circles, rectangles and lines on a 64x64 canvas, described in words with their coordinates; the
   answer is an SVG, rendered in a sandbox and compared with the reference's rendering by the ``render``
   verifier. Difficulty 0-5: one circle or rectangle at 0, four shapes with lines among them at 5.
+- ``sheet_formulas``: a sheet of items (item, region, quantity, unit price) in the prompt; the answer gives
+  formulas for each row's revenue and, as difficulty grows, 1 to 6 summaries (a total, a count and a sum by
+  region, a maximum, a rounded average), evaluated by LibreOffice for the ``spreadsheet`` verifier.
 - ``programs_c``, ``programs_cpp``, ``programs_javascript``: Anneal's hand-written programming problems
   (gpu_jobs/program_tasks.py), scored by ``code_tests`` in the language's sandbox profile.
 
@@ -265,6 +268,67 @@ def _svg_check(row: dict) -> bool:
     return root.tag.endswith("svg") and len(root) >= 1
 
 
+REGIONS = ("north", "south", "east", "west")
+# (what the cell holds, its formula for a sheet whose items are rows 2..last); the first `1 + difficulty` of
+# them after each row's revenue are asked for, in cells G1, G2, ...
+SUMMARIES = (
+    ("the total revenue (column E)", "=SUM(E2:E{last})"),
+    ("the total quantity", "=SUM(C2:C{last})"),
+    ("how many items are in the {region} region", '=COUNTIF(B2:B{last},"{region}")'),
+    ("the revenue of the {region} region", '=SUMIF(B2:B{last},"{region}",E2:E{last})'),
+    ("the highest unit price", "=MAX(D2:D{last})"),
+    ("the average revenue per item, rounded to 2 decimals", "=ROUND(AVERAGE(E2:E{last}),2)"),
+)
+
+
+def sheet_formulas(rng: random.Random, difficulty: int) -> dict:
+    """A sheet of items (A item, B region, C quantity, D unit price, from row 2); the answer gives formulas:
+    each row's revenue in column E, then 1 + difficulty summaries (a total, a count or a sum by region, a
+    maximum, a rounded average) in G1, G2, ... Checked by the spreadsheet verifier (LibreOffice, in a
+    sandbox), on the sheet and on a copy whose numbers changed, so typed-in values fail."""
+    count = rng.randint(3, 4 + difficulty)
+    last = count + 1
+    sheet: dict = {"A1": "item", "B1": "region", "C1": "quantity", "D1": "unit price", "E1": "revenue"}
+    for row in range(2, last + 1):
+        sheet[f"A{row}"] = rng.choice(GOODS)
+        sheet[f"B{row}"] = rng.choice(REGIONS)
+        sheet[f"C{row}"] = rng.randint(1, 50)
+        sheet[f"D{row}"] = round(rng.uniform(0.5, 40), 2)
+    region = rng.choice([sheet[f"B{row}"] for row in range(2, last + 1)])
+    formulas = {f"E{row}": f"=C{row}*D{row}" for row in range(2, last + 1)}
+    asked = [f"E2 to E{last}: each item's revenue (its quantity times its unit price)"]
+    for number, (what, formula) in enumerate(SUMMARIES[: 1 + difficulty], start=1):
+        sheet[f"F{number}"] = what.format(region=region)
+        formulas[f"G{number}"] = formula.format(last=last, region=region)
+        asked.append(f"G{number}: {what.format(region=region)}")
+    table = "\n".join(
+        ",".join(str(sheet.get(f"{column}{row}", "")) for column in "ABCD") for row in range(1, last + 1)
+    )
+    prompt = (
+        f"Sheet1 of a spreadsheet holds these cells in columns A to D (row 1 is the header):\n{table}\n\n"
+        "Write spreadsheet formulas (Excel syntax) for these cells:\n- " + "\n- ".join(asked) + "\n\n"
+        "Answer with one line per cell, such as `E2: =...`, computing from the cells (not typing in values)."
+    )
+    answer = "\n".join(f"{cell}: {formula}" for cell, formula in formulas.items())
+    return {
+        "prompt": prompt,
+        "sheet": sheet,
+        "targets": list(formulas),
+        "formulas": formulas,
+        "answer": answer,
+    }
+
+
+def _sheet_check(row: dict) -> bool:
+    from gpu_jobs.rewards.spreadsheet import FormulaError, check_formula, workbook
+
+    try:
+        workbook(row["sheet"], {cell: check_formula(f) for cell, f in row["formulas"].items()})
+    except (FormulaError, KeyError, TypeError):
+        return False
+    return set(row["targets"]) == set(row["formulas"])
+
+
 TASKS: dict[str, DocumentTask] = {
     "report_tables": DocumentTask(
         "report_tables",
@@ -291,6 +355,18 @@ TASKS: dict[str, DocumentTask] = {
         svg_shapes,
         {"type": "render", "reference_field": "svg", "width": CANVAS, "height": CANVAS},
         _svg_check,
+    ),
+    "sheet_formulas": DocumentTask(
+        "sheet_formulas",
+        "formulas for cells of a generated sheet of items (the spreadsheet verifier: LibreOffice, in a sandbox)",
+        sheet_formulas,
+        {
+            "type": "spreadsheet",
+            "sheet_field": "sheet",
+            "targets_field": "targets",
+            "reference_field": "formulas",
+        },
+        _sheet_check,
     ),
 }
 

@@ -49,6 +49,13 @@ PROFILES: dict[str, Profile] = {
             ("/usr/bin/python3", "/usr/bin/rsvg-convert"),
             512,
         ),
+        Profile(
+            "spreadsheet",
+            "LibreOffice Calc, headless (formulas evaluated)",
+            ("python3", "libreoffice-calc-nogui"),
+            ("/usr/bin/python3", "/usr/bin/soffice", "/usr/lib/libreoffice/program/soffice.bin"),
+            2048,
+        ),
     )
 }
 

@@ -2,7 +2,7 @@
 # The docker sandbox backend's engine and image on this machine, from Debian's packages only (no registry):
 #  - Podman serving the Docker API on a unix socket (runc, cgroupfs), started when the socket does not answer;
 #  - the image, built once by debootstrap (minbase + python3) and `podman import`, skipped when it exists;
-#  - the toolchain profiles' images (c-cpp, javascript, render), built the same way.
+#  - the toolchain profiles' images (c-cpp, javascript, render, spreadsheet), built the same way.
 # Usage: scripts/sandbox-image.sh [service|image|profiles|all]   (default all). Needs root and the Debian packages
 # podman, runc and debootstrap (scripts/setup-system.sh installs them).
 set -euo pipefail
@@ -82,6 +82,7 @@ profiles() {
   build_image "$(profile_image c-cpp)" python3,gcc,g++,libc6-dev
   build_image "$(profile_image javascript)" python3,nodejs
   build_image "$(profile_image render)" python3,librsvg2-bin
+  build_image "$(profile_image spreadsheet)" python3,libreoffice-calc-nogui
 }
 
 mkdir -p var/log

@@ -15,7 +15,8 @@ RUNTIME_PACKAGES=(bubblewrap libseccomp2 ca-certificates)
 #   gcc, g++, libc6-dev  c-cpp: the code_tests verifier's C and C++
 #   nodejs               javascript
 #   librsvg2-bin         render: the render verifier's rsvg-convert
-TOOLCHAIN_PACKAGES=(gcc g++ libc6-dev nodejs librsvg2-bin)
+#   libreoffice-calc-nogui  spreadsheet: the spreadsheet verifier's formulas, evaluated headless
+TOOLCHAIN_PACKAGES=(gcc g++ libc6-dev nodejs librsvg2-bin libreoffice-calc-nogui)
 
 # What the test suite uses on top. PostgreSQL and Redis are left to scripts/test-services.sh, which
 # installs them only when nothing answers on their ports.

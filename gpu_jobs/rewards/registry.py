@@ -26,6 +26,7 @@ from gpu_jobs.rewards.regex_match import RegexMatch
 from gpu_jobs.rewards.render import Render
 from gpu_jobs.rewards.reward_model import RewardModel
 from gpu_jobs.rewards.similarity import TextSimilarity
+from gpu_jobs.rewards.spreadsheet import Spreadsheet
 from gpu_jobs.rewards.sql_result import SqlResult
 from gpu_jobs.rewards.table import TableMatch
 
@@ -46,6 +47,7 @@ VERIFIER_TYPES.update(
         TableMatch,
         SqlResult,
         Render,
+        Spreadsheet,
         Keywords,
         FormatRules,
         TextSimilarity,

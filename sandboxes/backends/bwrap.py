@@ -29,7 +29,7 @@ from contextlib import ExitStack
 from pathlib import PurePosixPath
 
 from sandboxes.backends.base import SandboxBackend
-from sandboxes.backends.bwrap_launcher import BwrapLauncher
+from sandboxes.backends.bwrap_launcher import SANDBOX_PASSWD, BwrapLauncher
 from sandboxes.backends.outcome import Outcome, cgroup_memory_mb, run_result
 from sandboxes.backends.process_limit import CgroupParent, RunCgroup, join_cgroup, user_task_count
 from sandboxes.backends.seccomp import SeccompUnavailable, bpf_program
@@ -51,6 +51,7 @@ SANDBOX_ENV = {
 # printed. -B: no __pycache__ in the small tmpfs.
 PYTHON_FLAGS = ("-E", "-s", "-S", "-u", "-B")
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
+ETC_CONFIG = ("/etc/libreoffice",)  # host configuration folders a profile's toolchain needs (none is secret)
 # bwrap's own two processes (outside and pid 1 inside) sit in the pids cgroup next to the program.
 BWRAP_TASKS = 2
 
@@ -206,7 +207,9 @@ class BwrapBackend(SandboxBackend):
         memory_mb = cgroup_memory_mb(limits, tmpfs_mb=limits.tmpfs_mb)
         return self.cgroup_parent.create(pids=limits.pids + BWRAP_TASKS, memory_mb=memory_mb)
 
-    def sandbox_args(self, *, tmpfs_mb: int, seccomp_fd: int, die_with_parent: bool = True) -> list[str]:
+    def sandbox_args(
+        self, *, tmpfs_mb: int, seccomp_fd: int, passwd_fd: int, die_with_parent: bool = True
+    ) -> list[str]:
         """bwrap and its options up to (not including) the program: shared by cold runs and warm sandboxes.
 
         `seccomp_fd` holds bpf_program() (read by bwrap, so it must be passed to it). die_with_parent ties the
@@ -234,6 +237,12 @@ class BwrapBackend(SandboxBackend):
             "/usr",
             "/usr",
             *_usr_neighbours(),
+            # /etc holds the sandbox's own passwd (SANDBOX_PASSWD, from `passwd_fd`) and, read-only, the
+            # configuration of toolchains that read theirs there (the spreadsheet profile's LibreOffice).
+            "--file",
+            str(passwd_fd),
+            "/etc/passwd",
+            *[arg for folder in ETC_CONFIG if os.path.isdir(folder) for arg in ("--ro-bind", folder, folder)],
             "--proc",
             "/proc",
             "--dev",
@@ -267,7 +276,11 @@ class BwrapBackend(SandboxBackend):
             # RLIMIT_NPROC counts the user's processes outside the sandbox too, so allow for those.
             prlimit.append(f"--nproc={user_task_count() + limits.pids + BWRAP_TASKS}")
         bwrap = [
-            *self.sandbox_args(tmpfs_mb=limits.tmpfs_mb, seccomp_fd=fds.memfd(bpf_program())),
+            *self.sandbox_args(
+                tmpfs_mb=limits.tmpfs_mb,
+                seccomp_fd=fds.memfd(bpf_program()),
+                passwd_fd=fds.memfd(SANDBOX_PASSWD),
+            ),
             "--json-status-fd",
             str(fds.status_fd),
         ]

@@ -19,6 +19,10 @@ from sandboxes.backends.warm_pool import SandboxStartError
 from sandboxes.preload import fork_server_source
 from sandboxes.types import Limits
 
+# The sandbox's whole /etc/passwd: its one user, so that a program asking who it is gets an answer (LibreOffice
+# aborts without one) and nothing of the host's accounts is seen.
+SANDBOX_PASSWD = "nobody:x:65534:65534:nobody:/tmp/work:/usr/sbin/nologin\n"
+
 # Tasks in a warm sandbox's pids cgroup besides the program's: bwrap outside and the fork server.
 SANDBOX_TASKS = 2
 
@@ -29,7 +33,9 @@ class BwrapHost(Protocol):
     python_path: str
     cgroup_parent: CgroupParent | None
 
-    def sandbox_args(self, *, tmpfs_mb: int, seccomp_fd: int, die_with_parent: bool = True) -> list[str]: ...
+    def sandbox_args(
+        self, *, tmpfs_mb: int, seccomp_fd: int, passwd_fd: int, die_with_parent: bool = True
+    ) -> list[str]: ...
 
 
 class BwrapLauncher:
@@ -58,10 +64,15 @@ class BwrapLauncher:
         seccomp_fd = os.memfd_create("sandbox-seccomp", 0)  # no MFD_CLOEXEC: bwrap reads it after exec
         os.write(seccomp_fd, bpf_program())
         os.lseek(seccomp_fd, 0, os.SEEK_SET)
+        passwd_fd = os.memfd_create("sandbox-passwd", 0)
+        os.write(passwd_fd, SANDBOX_PASSWD.encode())
+        os.lseek(passwd_fd, 0, os.SEEK_SET)
         argv = [
             # No --die-with-parent: it ties bwrap to the thread that starts it. The sandbox ends when its
             # socket to this process closes instead (this process exiting or dying included).
-            *backend.sandbox_args(tmpfs_mb=self.tmpfs_mb, seccomp_fd=seccomp_fd, die_with_parent=False),
+            *backend.sandbox_args(
+                tmpfs_mb=self.tmpfs_mb, seccomp_fd=seccomp_fd, passwd_fd=passwd_fd, die_with_parent=False
+            ),
             # The fork server is the pid namespace's init: nothing inside can SIGKILL it, and every orphan
             # is re-parented to it for reaping.
             "--as-pid-1",
@@ -84,7 +95,7 @@ class BwrapLauncher:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                pass_fds=[inner_sock.fileno(), seccomp_fd],
+                pass_fds=[inner_sock.fileno(), seccomp_fd, passwd_fd],
                 start_new_session=True,
                 env={},
             )
@@ -95,6 +106,7 @@ class BwrapLauncher:
         finally:
             inner_sock.close()
             os.close(seccomp_fd)
+            os.close(passwd_fd)
         self.pid = self._proc.pid
         return host_sock
 
