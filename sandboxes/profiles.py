@@ -32,6 +32,16 @@ PROFILES: dict[str, Profile] = {
     profile.name: profile
     for profile in (
         Profile(PYTHON, "Python 3 and a POSIX shell", ("python3",), ("/usr/bin/python3",), 256),
+        Profile(
+            "python-science",
+            "Python 3 with numpy, scipy, pandas and sympy (Debian's)",
+            ("python3", "python3-numpy", "python3-scipy", "python3-pandas", "python3-sympy"),
+            tuple(
+                f"/usr/lib/python3/dist-packages/{name}/__init__.py"
+                for name in ("numpy", "scipy", "pandas", "sympy")
+            ),
+            2048,
+        ),
         Profile("shell", "bash and coreutils", ("python3", "bash"), ("/usr/bin/python3", "/bin/bash"), 256),
         Profile(
             "c-cpp",

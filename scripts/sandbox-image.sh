@@ -83,6 +83,7 @@ profiles() {
   build_image "$(profile_image javascript)" python3,nodejs
   build_image "$(profile_image render)" python3,librsvg2-bin
   build_image "$(profile_image spreadsheet)" python3,libreoffice-calc-nogui
+  build_image "$(profile_image python-science)" python3,python3-numpy,python3-scipy,python3-pandas,python3-sympy
 }
 
 mkdir -p var/log

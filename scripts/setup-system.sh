@@ -16,7 +16,9 @@ RUNTIME_PACKAGES=(bubblewrap libseccomp2 ca-certificates)
 #   nodejs               javascript
 #   librsvg2-bin         render: the render verifier's rsvg-convert
 #   libreoffice-calc-nogui  spreadsheet: the spreadsheet verifier's formulas, evaluated headless
-TOOLCHAIN_PACKAGES=(gcc g++ libc6-dev nodejs librsvg2-bin libreoffice-calc-nogui)
+#   python3-numpy, -scipy, -pandas, -sympy  python-science: python_tests with `libraries`
+TOOLCHAIN_PACKAGES=(gcc g++ libc6-dev nodejs librsvg2-bin libreoffice-calc-nogui python3-numpy python3-scipy
+  python3-pandas python3-sympy)
 
 # What the test suite uses on top. PostgreSQL and Redis are left to scripts/test-services.sh, which
 # installs them only when nothing answers on their ports.

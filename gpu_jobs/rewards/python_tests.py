@@ -21,6 +21,7 @@ from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, sho
 from gpu_jobs.rewards.extract import extract_python_code
 from gpu_jobs.rewards.sandboxed import run_or_outage
 from sandboxes.client import SandboxClient
+from sandboxes.profiles import PROFILES
 from sandboxes.types import RunRequest, RunResult, Status
 
 SCORING_MODES = ("all_or_nothing", "fraction")
@@ -30,6 +31,9 @@ MAX_TIMEOUT_S = 60.0
 # sample still gets runners and `timeout_s` of its own.
 CHUNK = 8
 REPORT_PREFIX = code_judge.REPORT_PREFIX
+SCIENCE_LIBRARIES = ("numpy", "scipy", "pandas", "sympy")
+SCIENCE_PATH = "/usr/lib/python3/dist-packages"  # where Debian's python3-numpy and the others install
+SCIENCE_IMPORT_S = 10.0  # for the judge and its zygote to import them, once a run
 TAMPERING = "tampering"
 
 
@@ -86,6 +90,14 @@ class PythonTests(Scorer):
             default=1e-6,
             help="Relative or absolute difference within which two floats count as equal (calls, tokens).",
         ),
+        SpecField(
+            "libraries",
+            (list,),
+            default=None,
+            help="Scientific libraries the program may import (the python-science sandbox): any of "
+            + ", ".join(SCIENCE_LIBRARIES)
+            + ". numpy arrays and scalars then cross as plain values.",
+        ),
     )
 
     def __init__(self, spec: dict, *, sandbox: SandboxClient | None = None) -> None:
@@ -109,6 +121,15 @@ class PythonTests(Scorer):
             raise SpecError("timeout_s", f"must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds")
         if not 0 <= clean["float_tolerance"] < 1:
             raise SpecError("float_tolerance", "must be at least 0 and less than 1")
+        libraries = clean.get("libraries")
+        if libraries is not None:
+            unknown = [name for name in libraries if name not in SCIENCE_LIBRARIES]
+            if unknown or not libraries:
+                raise SpecError(
+                    "libraries", f"must list some of {', '.join(SCIENCE_LIBRARIES)}; got {unknown or 'none'}"
+                )
+            # numpy first: the others import it.
+            clean["libraries"] = sorted(set(libraries), key=SCIENCE_LIBRARIES.index)
         return clean
 
     def score(self, row: dict, completion: str) -> ScoreResult:
@@ -184,7 +205,17 @@ class PythonTests(Scorer):
 
     def _request(self, chunk: list[tuple[int, str, list[dict]]], nonce: str) -> RunRequest:
         timeout = float(self.spec["timeout_s"])
-        return code_judge.request(self._payload(chunk, nonce), time_s=timeout, run_s=timeout * len(chunk))
+        payload = self._payload(chunk, nonce)
+        if not self.spec.get("libraries"):
+            return code_judge.request(payload, time_s=timeout, run_s=timeout * len(chunk))
+        payload["preload"] = {"paths": [SCIENCE_PATH], "modules": self.spec["libraries"]}
+        return code_judge.request(
+            payload,
+            time_s=timeout,
+            run_s=timeout * len(chunk) + SCIENCE_IMPORT_S,
+            profile="python-science",
+            memory_mb=PROFILES["python-science"].memory_mb,
+        )
 
     def _payload(self, chunk: list[tuple[int, str, list[dict]]], nonce: str) -> dict:
         return {

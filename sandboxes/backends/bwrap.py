@@ -45,13 +45,16 @@ SANDBOX_ENV = {
     "HOME": WORKDIR,
     "LANG": "C.UTF-8",
     "ANNEAL_SANDBOX_TMP": "/tmp",
+    **dict.fromkeys(
+        ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1"
+    ),  # numpy: no thread pool
 }
 # -E/-s/-S: no PYTHON* variables, no user or system site-packages, so only the standard library (and the
 # working directory, for the request's own files) is importable. -u: a killed program still shows what it
 # printed. -B: no __pycache__ in the small tmpfs.
 PYTHON_FLAGS = ("-E", "-s", "-S", "-u", "-B")
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
-ETC_CONFIG = ("/etc/libreoffice",)  # host configuration folders a profile's toolchain needs (none is secret)
+ETC_CONFIG = ("/etc/libreoffice", "/etc/alternatives")  # host configuration a toolchain reads (none secret)
 # bwrap's own two processes (outside and pid 1 inside) sit in the pids cgroup next to the program.
 BWRAP_TASKS = 2
 

@@ -64,6 +64,9 @@ WORKDIR = "/tmp/work"  # the same path as a cold run's; /tmp is emptied after ev
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
 # ANNEAL_SANDBOX_TMP: /tmp is the run's own (the code judge empties it between samples; bwrap.SANDBOX_ENV).
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "ANNEAL_SANDBOX_TMP": TMP}
+ENV.update(
+    dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+)  # one BLAS thread
 KILL_ROUNDS = 10000  # kill(-1) + reap rounds before the sandbox is called unclean (a fork bomb races us)
 # Session mode (argv "session", see sandboxes/session.py): the working directory and the rest of /tmp outlive
 # each run, so files a run writes are there for the next; the program itself goes to RUN_DIR, emptied after

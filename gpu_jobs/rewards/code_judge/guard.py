@@ -25,6 +25,10 @@ import sys
 
 STDLIB = os.path.realpath(os.path.dirname(os.__file__)) + os.sep
 # Standard-library files whose use of frames stays inside them; inspect and traceback are left out on purpose.
+# Folders of libraries a python-science run preloaded (judge.py, _preload): their own frame walking (pandas's
+# stack levels and eval scopes, sympy's decorators) is theirs, as the standard library's FRAME_USERS are. Such a
+# run takes no verdict from its runners (numpy holds ctypes there), so the guard is a second line only.
+LIBRARY_FOLDERS = []
 # collections.namedtuple sets __module__ on each class it makes, after type() made it one of collections': a
 # program's namedtuple (or one the standard library makes on import, decimal's DecimalTuple) is not a patch.
 NAMEDTUPLE_FILE = os.path.join(STDLIB, "collections", "__init__.py")
@@ -124,9 +128,34 @@ def install(report, *, protected_files=(), protected_modules=()):
         finally:
             busy.pop()
 
+    frame_users = FRAME_USERS + tuple(LIBRARY_FOLDERS)
+
+    def library_did_it():
+        """The audited call is a preloaded library's doing: the nearest frame above the hook that is neither
+        importlib's nor the standard library's is the library's own code (scipy importing ctypes, pybind11
+        naming its types while scipy imports), not the program's."""
+        if not LIBRARY_FOLDERS:
+            return False
+        busy.append(1)
+        try:
+            frame = getframe(1)
+            while frame is not None and frame.f_code is not hook.__code__:
+                frame = frame.f_back
+            frame = frame.f_back if frame is not None else None
+            while frame is not None:
+                filename = frame.f_code.co_filename
+                if filename.startswith(tuple(LIBRARY_FOLDERS)):
+                    return True
+                if not (filename.startswith("<frozen importlib") or filename.startswith(STDLIB)):
+                    return False
+                frame = frame.f_back
+            return False
+        finally:
+            busy.pop()
+
     def trusted_caller():
         filename = caller_file()
-        return filename in protected_files or filename.startswith(FRAME_USERS)
+        return filename in protected_files or filename.startswith(frame_users)
 
     def protected(target):
         module = getattr(target, "__module__", None) if isinstance(target, type) else None
@@ -149,10 +178,12 @@ def install(report, *, protected_files=(), protected_modules=()):
             if args[1] in FRAME_ATTRIBUTES and not trusted_caller():
                 refuse(f"walking the interpreter's frames ({args[1]})")
         elif event.startswith("ctypes."):
-            refuse(f"raw memory access through ctypes ({event})")
+            if not library_did_it():
+                refuse(f"raw memory access through ctypes ({event})")
         elif event == "import":
             if args[0] in RAW_MEMORY_MODULES or str(args[0]).startswith("ctypes."):
-                refuse(f"raw memory access through {args[0]}")
+                if not library_did_it():
+                    refuse(f"raw memory access through {args[0]}")
         elif event == "open":
             path = args[0]
             if isinstance(path, bytes):
@@ -178,7 +209,7 @@ def install(report, *, protected_files=(), protected_modules=()):
             if name == "__module__" and event == "object.__setattr__" and caller_file() == NAMEDTUPLE_FILE:
                 return  # namedtuple() naming the class it just made (type() made it a class of collections)
             if (isinstance(target, type) or callable(target)) and protected(target):
-                if initialising_its_own(target):
+                if initialising_its_own(target) or library_did_it():
                     return
                 owner = getattr(target, "__qualname__", type(target).__name__)
                 refuse(f"patching {owner}.{name}")
