@@ -106,7 +106,8 @@ def check_formula(formula: str) -> str:
             raise FormulaError(f"the function {match.group('function')} is not allowed")
         if match.group("range"):
             for cell in match.group("range").replace("$", "").split(":"):
-                if int(_CELL.match(cell).group(2)) > MAX_ROWS:
+                found = _CELL.match(cell)  # None for row 0 (A0), which the range pattern lets through
+                if found is None or int(found.group(2)) > MAX_ROWS:
                     raise FormulaError(f"{cell} is outside the sheet")
         out.append(match.group(0))
         position = match.end()
@@ -130,7 +131,7 @@ def answer_formulas(completion: str) -> dict[str, str]:
                 value = None
             if isinstance(value, dict):
                 return {str(k).upper().replace("$", ""): v for k, v in value.items() if isinstance(v, str)}
-        found = {}
+        found: dict[str, str] = {}
         for line in text.splitlines():
             match = _ANSWER_LINE.match(line)
             if match:
