@@ -20,7 +20,9 @@ def test_a_request_names_its_profile_and_keeps_it_across_the_queue():
     older = request.to_dict()
     del older["profile"]  # from a client that predates profiles
     assert RunRequest.from_dict(older).profile == "python"
-    with pytest.raises(ValueError, match="unknown sandbox profile 'rust'; profiles: python, python-science, shell, c-cpp"):
+    with pytest.raises(
+        ValueError, match="unknown sandbox profile 'rust'; profiles: python, python-science, shell, c-cpp"
+    ):
         RunRequest(language="python", code="", profile="rust")
 
 
