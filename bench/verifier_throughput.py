@@ -44,6 +44,14 @@ class Judge(BaseHTTPRequestHandler):
         pass
 
 
+def _bar_svg(value: int) -> str:
+    """A bar as long as `value` (0-185) on a 64x64 canvas: the render rows' reference."""
+    return (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64">'
+        f'<rect x="2" y="20" width="{1 + value // 3}" height="24" fill="black"/></svg>'
+    )
+
+
 def _off_by(row: dict, done: str) -> int:
     """How far the shared completion's answer is from the row's (0 when right)."""
     return int(done.split("<answer>")[1].split("</answer>")[0]) - int(row["answer"])
@@ -63,6 +71,10 @@ def samples(n: int) -> tuple[list[dict], list[str]]:
                 "schema": f"CREATE TABLE t (a INTEGER, b INTEGER); INSERT INTO t VALUES ({a}, {b});",
                 "query": "SELECT a + b FROM t",
                 "io_tests": [{"stdin": f"{a} {b}\n", "stdout": f"{a + b}\n"}],
+                "svg": _bar_svg(a + b),
+                "sheet": {"A1": a, "B1": b},
+                "targets": ["C1"],
+                "formulas": {"C1": "=A1+B1"},
             }
         )
         completions.append(f"<think>{a} plus {b}</think><answer>{answer}</answer>\n```python\n{a} + {b}\n```")
@@ -76,6 +88,8 @@ OWN_COMPLETIONS = {
         '```c\n#include <stdio.h>\nint main(void) { int a, b; scanf("%d %d", &a, &b); '
         f'printf("%d\\n", a + b + {_off_by(row, done)}); return 0; }}\n```'
     ),
+    "render": lambda row, done: _bar_svg(int(row["answer"]) + 6 * _off_by(row, done)),
+    "spreadsheet": lambda row, done: f"C1: =A1+B1+{_off_by(row, done)}",
     "code_tests_javascript": lambda row, done: (
         "```js\nconst [a, b] = require('fs').readFileSync(0, 'utf8').split(' ').map(Number);\n"
         f"console.log(a + b + {_off_by(row, done)});\n```"
@@ -114,6 +128,8 @@ def specs(judge_url: str) -> dict[str, dict]:
         "embedding": {"type": "embedding", "extract": "tag"},
         "python_tests": {"type": "python_tests"},
         "code_tests_c": {"type": "code_tests", "language": "c", "tests_field": "io_tests"},
+        "render": {"type": "render", "reference_field": "svg"},
+        "spreadsheet": {"type": "spreadsheet"},
         "code_tests_javascript": {"type": "code_tests", "language": "javascript", "tests_field": "io_tests"},
         "custom_python": {
             "type": "custom_python",
