@@ -9,7 +9,9 @@ same tasks as `call` tests and as stdin/stdout (`io`) tests. Printed side by sid
   docker cold a fresh container per check (on a subset: ~0.5 s each), docker warm a pool of 2 containers
 and each warm pool's latency for a trivial program (p50/p90 over sequential runs). Each warm pool also runs
 code_tests on every toolchain profile: the 42 hand-written problems' reference programs in C, C++ and
-JavaScript (gpu_jobs/program_tasks.py), a check being one problem compiled once and run on all its tests. The docker rows need the
+JavaScript (gpu_jobs/program_tasks.py), a check being one problem compiled once and run on all its tests; the
+code tasks' asserts in the python-science profile (numpy preloaded); and the svg_shapes (render) and
+sheet_formulas (spreadsheet, LibreOffice) packs' references. The docker rows need the
 Podman Docker API and the image (`make sandbox-image`); they are left out, with the reason, without them.
 Goals on 2 cores: warm >= 300 checks/s fully isolated; trivial warm p50 < 10 ms.
 
@@ -32,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
 from bench.tasks.code_tasks import FORMS, rows  # noqa: E402
+from gpu_jobs.document_tasks import TASKS, document_rows  # noqa: E402
 from gpu_jobs.program_tasks import LANGUAGES, problems, program_rows  # noqa: E402
 from gpu_jobs.program_tasks import spec as program_spec  # noqa: E402
 from gpu_jobs.rewards import build_scorer  # noqa: E402
@@ -102,7 +105,36 @@ def profile_rates(backend) -> list[tuple[str, float, int, int]]:
         rate = len(results) / (time.perf_counter() - started)
         failed = sum(1 for result in results if result.score != 1.0)
         figures.append((f"code_tests {language}", rate, len(results), failed))
+    # python-science: the code tasks' asserts with numpy preloaded; render and spreadsheet: their packs.
+    spec = {"type": "python_tests", "tests_field": "tests", "io_compare": "tokens", "libraries": ["numpy"]}
+    task_rows = rows()
+    figures.append(
+        (
+            "python-science (numpy)",
+            *_rate(spec, backend, [r for r, _ in task_rows], [c for _, c in task_rows]),
+        )
+    )
+    for task in ("svg_shapes", "sheet_formulas"):
+        pack = [
+            row for level in range(6) for row in document_rows(task=task, size=8, seed=0, difficulty=level)
+        ]
+        figures.append(
+            (
+                f"{TASKS[task].spec['type']} ({task})",
+                *_rate(TASKS[task].spec, backend, pack, [r["answer"] for r in pack]),
+            )
+        )
     return figures
+
+
+def _rate(spec: dict, backend, dataset: list[dict], completions: list[str]) -> tuple[float, int, int]:
+    """(checks/s, checks, not 1.0) of one batch after a warm-up of two."""
+    scorer = build_scorer(spec, sandbox=backend)
+    scorer.score_batch(dataset[:2], completions[:2])
+    started = time.perf_counter()
+    results = scorer.score_batch(dataset, completions)
+    rate = len(results) / (time.perf_counter() - started)
+    return rate, len(results), sum(1 for result in results if result.score < 1.0 - 1e-6)
 
 
 def trivial_latency_ms(backend, *, runs: int) -> tuple[float, float]:
