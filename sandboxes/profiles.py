@@ -53,6 +53,17 @@ PROFILES: dict[str, Profile] = {
         Profile("javascript", "Node.js", ("python3", "nodejs"), ("/usr/bin/python3", "/usr/bin/node"), 2048),
         Profile("sql", "SQLite, through Python's sqlite3 module", ("python3",), ("/usr/bin/python3",), 256),
         Profile(
+            "sql-postgres",
+            "a PostgreSQL server started in the sandbox for the run, and psycopg2",
+            ("python3", "postgresql-15", "python3-psycopg2"),
+            (
+                "/usr/bin/python3",
+                "/usr/lib/postgresql",
+                "/usr/lib/python3/dist-packages/psycopg2/__init__.py",
+            ),
+            1024,
+        ),
+        Profile(
             "render",
             "librsvg's rsvg-convert (SVG to PNG)",
             ("python3", "librsvg2-bin"),

@@ -2,7 +2,8 @@
 # The docker sandbox backend's engine and image on this machine, from Debian's packages only (no registry):
 #  - Podman serving the Docker API on a unix socket (runc, cgroupfs), started when the socket does not answer;
 #  - the image, built once by debootstrap (minbase + python3) and `podman import`, skipped when it exists;
-#  - the toolchain profiles' images (c-cpp, javascript, render, spreadsheet), built the same way.
+#  - the toolchain profiles' images (python-science, c-cpp, javascript, sql-postgres, render, spreadsheet),
+#    built the same way.
 # Usage: scripts/sandbox-image.sh [service|image|profiles|all]   (default all). Needs root and the Debian packages
 # podman, runc and debootstrap (scripts/setup-system.sh installs them).
 set -euo pipefail
@@ -84,6 +85,7 @@ profiles() {
   build_image "$(profile_image render)" python3,librsvg2-bin
   build_image "$(profile_image spreadsheet)" python3,libreoffice-calc-nogui
   build_image "$(profile_image python-science)" python3,python3-numpy,python3-scipy,python3-pandas,python3-sympy
+  build_image "$(profile_image sql-postgres)" python3,postgresql-15,python3-psycopg2
 }
 
 mkdir -p var/log

@@ -17,8 +17,11 @@ RUNTIME_PACKAGES=(bubblewrap libseccomp2 ca-certificates)
 #   librsvg2-bin         render: the render verifier's rsvg-convert
 #   libreoffice-calc-nogui  spreadsheet: the spreadsheet verifier's formulas, evaluated headless
 #   python3-numpy, -scipy, -pandas, -sympy  python-science: python_tests with `libraries`
+#   python3-psycopg2     sql-postgres: sql_result's engine postgresql (its server binaries come with the
+#                        PostgreSQL that scripts/test-services.sh installs and sets up; installed here first,
+#                        Debian's package would start a cluster that script then takes for the tests' own)
 TOOLCHAIN_PACKAGES=(gcc g++ libc6-dev nodejs librsvg2-bin libreoffice-calc-nogui python3-numpy python3-scipy
-  python3-pandas python3-sympy)
+  python3-pandas python3-sympy python3-psycopg2)
 
 # What the test suite uses on top. PostgreSQL and Redis are left to scripts/test-services.sh, which
 # installs them only when nothing answers on their ports.

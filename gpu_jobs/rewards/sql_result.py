@@ -104,6 +104,113 @@ sys.stdout.write("'''
 )
 
 
+# The PostgreSQL engine (profile sql-postgres), in the sandbox: a server of its own started there (initdb in
+# the run's tmpfs, a unix socket, no TCP), each sample a fresh database loaded with its fixture by the owner;
+# both queries run as a role that may only SELECT the fixture's tables, in a read-only transaction, cancelled
+# from the driver at the deadline whatever the query SET. Same stdin and report as PROGRAM.
+PG_PROGRAM = r"""
+import datetime, decimal, glob, hashlib, json, os, subprocess, sys, threading, time
+sys.path.append("/usr/lib/python3/dist-packages")
+import psycopg2
+job = json.loads(sys.stdin.read())
+BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1]
+DATA, SOCKET = "/tmp/pg/data", "/tmp/pg/socket"
+
+def failed(message):
+    return {"columns": [], "rows": [], "truncated": False, "error": message}
+
+def plain(value):
+    if isinstance(value, decimal.Decimal):
+        value = int(value) if value == value.to_integral_value() and abs(value) < 2 ** 53 else float(value)
+    elif isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
+        value = str(value)
+    elif isinstance(value, (bytes, memoryview)):
+        value = "x'" + bytes(value).hex() + "'"
+    elif value is not None and not isinstance(value, (bool, int, float, str)):
+        value = str(value)
+    if isinstance(value, str) and len(value) > job["max_cell_chars"]:
+        return "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+def run(database, sql, deadline):
+    try:
+        conn = psycopg2.connect(host=SOCKET, dbname=database, user="reader",
+                                options="-c default_transaction_read_only=on")
+    except psycopg2.Error as exc:
+        return failed("could not connect: " + str(exc).strip()[:200])
+    timer = threading.Timer(max(deadline - time.monotonic(), 0.01), conn.cancel)
+    timer.start()
+    try:
+        cursor = conn.cursor()
+        cursor.execute(sql)
+        if cursor.description is None:
+            return failed("ProgrammingError: the statement returns no rows")
+        rows = cursor.fetchmany(job["max_rows"] + 1)
+        columns = [d[0] for d in cursor.description]
+    except psycopg2.extensions.QueryCanceledError:
+        return failed("OperationalError: ran past its time limit")
+    except psycopg2.Error as exc:
+        return failed(type(exc).__name__ + ": " + str(exc).strip().splitlines()[0][:300])
+    finally:
+        timer.cancel()
+        conn.close()
+    result = {"columns": [plain(c) for c in columns], "rows": [[plain(v) for v in row] for row in rows[: job["max_rows"]]],
+              "truncated": len(rows) > job["max_rows"], "error": None}
+    if len(json.dumps(result)) > job["max_result_bytes"]:
+        return failed("TooLarge: its result is over %d bytes of JSON" % job["max_result_bytes"])
+    return result
+
+os.makedirs(SOCKET)
+made = subprocess.run([BIN + "/initdb", "-D", DATA, "-U", "owner", "--auth=trust", "-E", "UTF8", "--locale=C",
+                       "--no-sync", "--no-instructions", "--wal-segsize=1"], capture_output=True, text=True)
+server = subprocess.Popen([BIN + "/postgres", "-D", DATA, "-k", SOCKET, "-c", "listen_addresses=", "-c", "fsync=off",
+                           "-c", "shared_buffers=8MB", "-c", "max_connections=8", "-c", "dynamic_shared_memory_type=mmap",
+                           "-c", "max_wal_size=32MB"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+owner = None
+for _ in range(500):
+    try:
+        owner = psycopg2.connect(host=SOCKET, dbname="postgres", user="owner")
+        break
+    except psycopg2.OperationalError:
+        time.sleep(0.02)
+results = []
+if owner is None:
+    error = failed("fixture: the PostgreSQL server did not start: " + (made.stderr.strip()[-200:] or "no message"))
+    results = [{"reference": error, "answer": error} for _ in job["samples"]]
+else:
+    owner.autocommit = True
+    owner.cursor().execute("CREATE ROLE reader LOGIN")
+for number, sample in enumerate(job["samples"] if owner is not None else []):
+    database = "sample%d" % number
+    deadline = time.monotonic() + job["deadline_s"]
+    try:
+        owner.cursor().execute("CREATE DATABASE %s" % database)
+        fixture = psycopg2.connect(host=SOCKET, dbname=database, user="owner")
+        fixture.autocommit = True
+        cursor = fixture.cursor()
+        cursor.execute(sample["schema"])
+        cursor.execute("REVOKE ALL ON DATABASE %s FROM PUBLIC; GRANT CONNECT ON DATABASE %s TO reader; "
+                       "GRANT USAGE ON SCHEMA public TO reader; GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader"
+                       % (database, database))
+        fixture.close()
+    except psycopg2.Error as exc:
+        error = failed("fixture: " + type(exc).__name__ + ": " + str(exc).strip().splitlines()[0][:300])
+        results.append({"reference": error, "answer": error})
+        continue
+    results.append({"reference": run(database, sample["reference"], deadline), "answer": run(database, sample["query"], deadline)})
+    try:
+        owner.cursor().execute("DROP DATABASE %s WITH (FORCE)" % database)
+    except psycopg2.Error:
+        pass
+server.terminate()
+sys.stdout.write("ANNEAL_SQL " + json.dumps({"nonce": job["nonce"], "results": results}) + "\n")
+"""
+ENGINES = ("sqlite", "postgresql")
+PG_START_S = 20.0  # initdb and the server's start, once a run (about 3 s here)
+
+
 def extract_sql(text: str) -> str:
     """The first ```sql (or bare ```) block of the completion, else all of it; one statement, trimmed."""
     match = _FENCED_SQL.search(text)
@@ -145,6 +252,14 @@ class SqlResult(Scorer):
             help="Relative or absolute difference within which two numbers count as equal.",
         ),
         SpecField("timeout_s", (int, float), default=5, help="For both queries of one sample (max 30)."),
+        SpecField(
+            "engine",
+            (str,),
+            default="sqlite",
+            choices=ENGINES,
+            help="sqlite: in-memory SQLite; postgresql: a PostgreSQL server started in the sandbox for the "
+            "run, each sample a fresh database with its fixture (profile sql-postgres).",
+        ),
     )
 
     def __init__(self, spec: dict, *, sandbox: SandboxClient | None = None) -> None:
@@ -211,6 +326,18 @@ class SqlResult(Scorer):
             "samples": samples,
         }
         limit = timeout * len(samples) + 2
+        if self.spec.get("engine") == "postgresql":
+            # The server's data folder and WAL are files of the run's disk; it runs as processes of the run.
+            limit += PG_START_S
+            limits = Limits(wall_s=limit, cpu_s=limit, output_bytes=OUTPUT_BYTES, memory_mb=1024, tmpfs_mb=128,
+                            file_size_mb=32, pids=64)  # fmt: skip
+            return RunRequest(
+                language="python",
+                code=PG_PROGRAM,
+                stdin=json.dumps(job),
+                limits=limits,
+                profile="sql-postgres",
+            )
         limits = Limits(wall_s=limit, cpu_s=limit, output_bytes=OUTPUT_BYTES)
         return RunRequest(language="python", code=PROGRAM, stdin=json.dumps(job), limits=limits)
 

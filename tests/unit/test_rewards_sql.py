@@ -145,3 +145,54 @@ def test_the_docker_backend_judges_the_same_way():
     results = sql.score_batch([ROW] * 3, [ROW["answer"], "DELETE FROM orders", "SELECT 1, 2"])
     assert [r.score for r in results] == [1.0, 0.0, 0.0], [r.reason for r in results]
     assert "not authorized" in results[1].reason
+
+
+# --- engine postgresql: a server of the run's own in the sandbox (profile sql-postgres) ----------------------
+
+PG_SCHEMA = (
+    "CREATE TABLE customers (id int PRIMARY KEY, name text, city text);"
+    "CREATE TABLE orders (id int, customer_id int, amount numeric(8, 2), placed date);"
+    "INSERT INTO customers VALUES (1, 'Ada', 'Lyon'), (2, 'Bob', 'Porto'), (3, 'Cy', 'Lyon');"
+    "INSERT INTO orders VALUES (1, 1, 10.5, '2026-01-02'), (2, 1, 4.5, '2026-01-03'), (3, 2, 7.25, '2026-02-01'),"
+    " (4, 3, 1.0, '2026-02-02');"
+)
+PG_ROW = {
+    "schema": PG_SCHEMA,
+    "answer": "SELECT c.city, SUM(o.amount), MAX(o.placed) FROM customers c JOIN orders o ON o.customer_id = c.id "
+    "GROUP BY c.city",
+}
+
+
+def test_postgresql_compares_result_sets_and_refuses_every_write_and_escape(sandbox):
+    pg = build_scorer({"type": "sql_result", "engine": "postgresql", "timeout_s": 3}, sandbox=sandbox)
+    answers = [
+        "```sql\nSELECT city, SUM(amount), MAX(placed) FROM orders JOIN customers ON customers.id = customer_id "
+        "GROUP BY city ORDER BY 2;\n```",
+        "SELECT city, COUNT(*), NULL FROM customers GROUP BY city",
+        "SET default_transaction_read_only = off; DELETE FROM orders; SELECT 1, 2, 3",
+        "SET statement_timeout = 0; SELECT pg_sleep(60), 1, 2",
+        "SELECT pg_read_file('/etc/passwd'), 1, 2",
+        "COPY orders TO PROGRAM 'id'",
+        "CREATE TEMP TABLE t (a int)",
+        PG_ROW["answer"],  # after all of the above, the fixture is as it was
+    ]
+    results = pg.score_batch([PG_ROW] * len(answers), answers)
+    assert [r.score for r in results] == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], [r.reason for r in results]
+    assert results[0].reason == "the same 2 rows as the reference"
+    assert results[2].reason.startswith("the query failed: ReadOnlySqlTransaction")
+    assert results[3].reason == "the query failed: OperationalError: ran past its time limit"
+    assert "permission denied for function pg_read_file" in results[4].reason
+    assert "must be superuser" in results[5].reason
+    assert results[6].reason.startswith("the query failed: ReadOnlySqlTransaction")
+
+
+def test_postgresql_on_the_docker_backend():
+    from sandboxes.backends.docker import DockerBackend
+
+    backend = DockerBackend(pool_size=0)
+    problem = backend.engine_problem("sql-postgres")
+    if problem:
+        pytest.skip(problem)
+    pg = build_scorer({"type": "sql_result", "engine": "postgresql"}, sandbox=backend)
+    results = pg.score_batch([PG_ROW] * 2, [PG_ROW["answer"], "DELETE FROM orders"])
+    assert [r.score for r in results] == [1.0, 0.0], [r.reason for r in results]
