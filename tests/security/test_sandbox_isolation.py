@@ -117,7 +117,11 @@ for path in glob.glob('/proc/*/environ'):
     assert result.status == Status.OK, result.stderr
     assert "hunter2" not in result.stdout
     assert "SECRET" not in result.stdout
-    assert result.stdout.splitlines()[0] == "['HOME', 'LANG', 'PATH', 'PWD']"
+    # The sandbox's own: a program's HOME and PATH, that /tmp is the run's own, one BLAS thread.
+    assert result.stdout.splitlines()[0] == (
+        "['ANNEAL_SANDBOX_TMP', 'HOME', 'LANG', 'MKL_NUM_THREADS', 'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', "
+        "'PATH', 'PWD']"
+    )
 
 
 @pytest.mark.parametrize(
