@@ -39,12 +39,12 @@ from sandboxes.types import Limits, RunRequest, RunResult, Status
 
 WORKDIR = "/tmp/work"
 SANDBOX_UID = "65534"  # nobody: the program owns nothing outside its tmpfs
-# ANNEAL_SANDBOX_TMP tells a program that /tmp is the run's own (the code judge empties it between samples).
+# SANDBOX_TMP tells a program that /tmp is the run's own (the code judge empties it between samples).
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": WORKDIR,
     "LANG": "C.UTF-8",
-    "ANNEAL_SANDBOX_TMP": "/tmp",
+    "SANDBOX_TMP": "/tmp",
     **dict.fromkeys(
         ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1"
     ),  # numpy: no thread pool

@@ -62,8 +62,8 @@ OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oo
 TMP = "/tmp"
 WORKDIR = "/tmp/work"  # the same path as a cold run's; /tmp is emptied after every run
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
-# ANNEAL_SANDBOX_TMP: /tmp is the run's own (the code judge empties it between samples; bwrap.SANDBOX_ENV).
-ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "ANNEAL_SANDBOX_TMP": TMP}
+# SANDBOX_TMP: /tmp is the run's own (the code judge empties it between samples; bwrap.SANDBOX_ENV).
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "SANDBOX_TMP": TMP}
 ENV.update(
     dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1")
 )  # one BLAS thread
@@ -149,7 +149,7 @@ def child(fds: list[int], setup_w: int, workdir: str) -> None:
         request = setup(fds, setup_w, workdir)
         env = {**ENV, "HOME": workdir, "PWD": workdir}
         if SESSION:
-            del env["ANNEAL_SANDBOX_TMP"]  # a session's /tmp holds its files across runs
+            del env["SANDBOX_TMP"]  # a session's /tmp holds its files across runs
         main = MAIN_FILE[request["language"]]
         if SESSION:
             main = os.path.join(RUN_DIR, main)

@@ -23,7 +23,7 @@ import time
 WORKDIR = os.environ.pop("ANNEAL_WORKDIR", "/tmp/work")  # overridden only by tests running this on a host
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": WORKDIR, "PWD": WORKDIR}
 if WORKDIR == "/tmp/work":  # in a pod, whose /tmp is its own emptyDir (not a test running this on a host)
-    ENV["ANNEAL_SANDBOX_TMP"] = "/tmp"  # the code judge empties it between samples (bwrap.SANDBOX_ENV)
+    ENV["SANDBOX_TMP"] = "/tmp"  # the code judge empties it between samples (bwrap.SANDBOX_ENV)
 MAIN_FILE = {"python": "main.py", "shell": "main.sh"}
 PREFIX = "ANNEAL_POD_RESULT "
 POD_UID_MIN = (

@@ -119,8 +119,8 @@ for path in glob.glob('/proc/*/environ'):
     assert "SECRET" not in result.stdout
     # The sandbox's own: a program's HOME and PATH, that /tmp is the run's own, one BLAS thread.
     assert result.stdout.splitlines()[0] == (
-        "['ANNEAL_SANDBOX_TMP', 'HOME', 'LANG', 'MKL_NUM_THREADS', 'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', "
-        "'PATH', 'PWD']"
+        "['HOME', 'LANG', 'MKL_NUM_THREADS', 'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'PATH', 'PWD', "
+        "'SANDBOX_TMP']"
     )
 
 

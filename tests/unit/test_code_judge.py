@@ -150,7 +150,7 @@ def test_in_a_batch_one_samples_flood_of_output_costs_only_itself():
 
 def test_the_judge_run_unsandboxed_touches_nothing_of_the_hosts_tmp_but_its_own_folders(tmp_path):
     """The benchmark's baseline runs the judge as a plain subprocess: emptying /tmp between the samples of a
-    batch is for a sandbox's own /tmp (ANNEAL_SANDBOX_TMP) only."""
+    batch is for a sandbox's own /tmp (SANDBOX_TMP) only."""
     import subprocess
     import tempfile
     from pathlib import Path

@@ -83,6 +83,7 @@ def test_validate_fills_defaults():
         "timeout_s": 5,
         "io_compare": "lines",
         "float_tolerance": 1e-06,
+        "libraries": None,
     }
 
 

@@ -148,7 +148,7 @@ def _exec_child(job, folder, stdin_fd, pipes):
 
 
 def wipe():
-    """Remove the sample folders made so far and, in a sandbox (ANNEAL_SANDBOX_TMP names its /tmp, which is
+    """Remove the sample folders made so far and, in a sandbox (SANDBOX_TMP names its /tmp, which is
     the run's own), everything else a sample left in /tmp but the fork server's working directory and the
     judge's main program; True when that is done. Run unsandboxed (the benchmark's baseline), the judge touches
     nothing but its own folders. A program may have made its files read-only: they are its own, so the
@@ -158,7 +158,7 @@ def wipe():
             folder = MADE.pop()
             if os.path.lexists(folder):
                 _remove(folder)
-        if os.environ.get("ANNEAL_SANDBOX_TMP") != TMP:
+        if os.environ.get("SANDBOX_TMP") != TMP:
             return True
         for entry in os.scandir(TMP):
             keep = KEEP.get(entry.name)
