@@ -43,6 +43,9 @@ from sandboxes.backends.docker import DockerBackend  # noqa: E402
 from sandboxes.types import RunRequest, RunResult, Status  # noqa: E402
 
 WORKERS = 2
+# A python-science runner's own verdict is not taken (numpy holds ctypes): tasks whose asserts need the program's
+# objects fail there by design, with this reason.
+OBJECTS = "needs the program's objects"
 
 
 class UnsandboxedSubprocess:
@@ -108,12 +111,10 @@ def profile_rates(backend) -> list[tuple[str, float, int, int]]:
     # python-science: the code tasks' asserts with numpy preloaded; render and spreadsheet: their packs.
     spec = {"type": "python_tests", "tests_field": "tests", "io_compare": "tokens", "libraries": ["numpy"]}
     task_rows = rows()
-    figures.append(
-        (
-            "python-science (numpy)",
-            *_rate(spec, backend, [r for r, _ in task_rows], [c for _, c in task_rows]),
-        )
+    rate, count, failed = _rate(
+        spec, backend, [r for r, _ in task_rows], [c for _, c in task_rows], by_design=OBJECTS
     )
+    figures.append((f"python-science (numpy; {failed[1]} need objects)", rate, count, failed[0]))
     for task in ("svg_shapes", "sheet_formulas"):
         pack = [
             row for level in range(6) for row in document_rows(task=task, size=8, seed=0, difficulty=level)
@@ -127,14 +128,19 @@ def profile_rates(backend) -> list[tuple[str, float, int, int]]:
     return figures
 
 
-def _rate(spec: dict, backend, dataset: list[dict], completions: list[str]) -> tuple[float, int, int]:
-    """(checks/s, checks, not 1.0) of one batch after a warm-up of two."""
+def _rate(spec: dict, backend, dataset: list[dict], completions: list[str], by_design: str = ""):
+    """(checks/s, checks, not 1.0) of one batch after a warm-up of two; with `by_design`, not 1.0 is (others,
+    those whose reason holds it)."""
     scorer = build_scorer(spec, sandbox=backend)
     scorer.score_batch(dataset[:2], completions[:2])
     started = time.perf_counter()
     results = scorer.score_batch(dataset, completions)
     rate = len(results) / (time.perf_counter() - started)
-    return rate, len(results), sum(1 for result in results if result.score < 1.0 - 1e-6)
+    failed = [result for result in results if result.score < 1.0 - 1e-6]
+    if not by_design:
+        return rate, len(results), len(failed)
+    expected = sum(1 for result in failed if by_design in result.reason)
+    return rate, len(results), (len(failed) - expected, expected)
 
 
 def trivial_latency_ms(backend, *, runs: int) -> tuple[float, float]:
@@ -204,7 +210,9 @@ def main() -> None:
     for label, rate, count, failed in figures:
         print(f"{label:<44}{rate:>10.1f}{count:>8}{failed:>9}")
     base = figures[0][1]
-    python_rows = [(label, rate) for label, rate, *_ in figures[1:] if "code_tests" not in label]
+    python_rows = [
+        (label, rate) for label, rate, *_ in figures[1:] if label.endswith(("assert", "call", "io"))
+    ]
     print("\n" + "; ".join(f"{label} / baseline: {rate / base:.2f}x" for label, rate in python_rows))
     for line in latencies:
         print(line)
