@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from gpu_jobs.rewards import code_judge
 from gpu_jobs.rewards.base import SpecError, SpecField
-from gpu_jobs.rewards.python_tests import IO_COMPARE, SCORING_MODES, PythonTests
+from gpu_jobs.rewards.python_tests import PythonTests
 from sandboxes.profiles import PROFILES
 from sandboxes.types import RunRequest
 
@@ -45,6 +45,11 @@ def extract_code(text: str, language: str) -> str:
     return text
 
 
+def _shared(name: str) -> SpecField:
+    """python_tests' field of that name: the two types score and compare outputs alike."""
+    return next(field for field in PythonTests.fields if field.name == name)
+
+
 class CodeTests(PythonTests):
     """Spec: `language` and exactly one of `tests_field` (default "tests", read from each row) or `tests`.
 
@@ -70,33 +75,15 @@ class CodeTests(PythonTests):
             "{call, args, expected} calls too; default tests.",
         ),
         SpecField("tests", (list, dict), default=None, help="Fixed tests for every row instead."),
-        SpecField(
-            "scoring",
-            (str,),
-            default="all_or_nothing",
-            choices=SCORING_MODES,
-            help="all_or_nothing: 1 when every test passes; fraction: the share of tests passed.",
-        ),
+        _shared("scoring"),
         SpecField(
             "timeout_s",
             (int, float),
             default=10,
             help="For compiling, the program and all its tests, per sample (max 60).",
         ),
-        SpecField(
-            "io_compare",
-            (str,),
-            default="lines",
-            choices=IO_COMPARE,
-            help="lines ignores trailing spaces and blank lines at the end; exact compares every byte; tokens "
-            "compares whitespace-separated tokens, numbers within float_tolerance.",
-        ),
-        SpecField(
-            "float_tolerance",
-            (int, float),
-            default=1e-6,
-            help="Relative or absolute difference within which two floats count as equal (calls, tokens).",
-        ),
+        _shared("io_compare"),
+        _shared("float_tolerance"),
     )
 
     @classmethod

@@ -9,8 +9,7 @@ from gpu_jobs.document_tasks import TASKS, document_rows
 from gpu_jobs.rewards import build_scorer, validate_spec
 from gpu_jobs.rewards.base import SpecError
 from gpu_jobs.rewards.render import extract_svg
-from sandboxes.backends.bwrap import BwrapBackend
-from sandboxes.backends.docker import DockerBackend
+from tests.profile_backends import backend_params, close
 
 HEAD = '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="64" height="64">'
 REFERENCE = (
@@ -33,24 +32,11 @@ BOMB = (
 )
 
 
-def _backends():
-    docker = DockerBackend()
-    problem = docker.engine_problem("render")
-    return [
-        pytest.param(lambda: BwrapBackend(pool_size=1), id="bwrap"),
-        pytest.param(
-            lambda: DockerBackend(pool_size=1),
-            id="docker",
-            marks=pytest.mark.skipif(bool(problem), reason=problem),
-        ),
-    ]
-
-
-@pytest.fixture(scope="module", params=_backends())
+@pytest.fixture(scope="module", params=backend_params("render"))
 def sandbox(request):
     backend = request.param()
     yield backend
-    (backend.close if isinstance(backend, DockerBackend) else backend.pool.close)()
+    close(backend)
 
 
 def test_the_reference_scores_1_a_near_miss_partly_and_nothing_drawn_or_drawn_wrong_0(sandbox):

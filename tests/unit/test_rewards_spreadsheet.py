@@ -9,8 +9,7 @@ from gpu_jobs.document_tasks import TASKS, document_rows
 from gpu_jobs.rewards import build_scorer, validate_spec
 from gpu_jobs.rewards.base import SpecError
 from gpu_jobs.rewards.spreadsheet import FormulaError, answer_formulas, check_formula
-from sandboxes.backends.bwrap import BwrapBackend
-from sandboxes.backends.docker import DockerBackend
+from tests.profile_backends import backend_params, close
 
 ROW = {
     "sheet": {
@@ -29,23 +28,11 @@ ROW = {
 }
 
 
-def _backends():
-    problem = DockerBackend().engine_problem("spreadsheet")
-    return [
-        pytest.param(lambda: BwrapBackend(pool_size=1), id="bwrap"),
-        pytest.param(
-            lambda: DockerBackend(pool_size=1),
-            id="docker",
-            marks=pytest.mark.skipif(bool(problem), reason=problem),
-        ),
-    ]
-
-
-@pytest.fixture(scope="module", params=_backends())
+@pytest.fixture(scope="module", params=backend_params("spreadsheet"))
 def sandbox(request):
     backend = request.param()
     yield backend
-    (backend.close if isinstance(backend, DockerBackend) else backend.pool.close)()
+    close(backend)
 
 
 def test_right_wrong_typed_in_and_refused_formulas(sandbox):
