@@ -95,15 +95,18 @@ def install(report, *, protected_files=(), protected_modules=()):
         report(what)
         raise PermissionError("tampering: " + what)
 
+    def audited_frame():
+        """The Python frame that made the audited call (None: none did), found from the hook's own frame, so
+        whichever helper of the hook asks. Called with `busy` set: its own sys._getframe is not audited."""
+        frame = getframe(1)
+        while frame is not None and frame.f_code is not hook.__code__:
+            frame = frame.f_back
+        return frame.f_back if frame is not None else None
+
     def caller_file():
-        # 0 is this function, 1 trusted_caller or the hook, 2 the hook or the Python frame that made the
-        # audited call: the caller is looked up from the hook's own frame.
         busy.append(1)
         try:
-            frame = getframe(1)
-            while frame is not None and frame.f_code is not hook.__code__:
-                frame = frame.f_back
-            frame = frame.f_back if frame is not None else None
+            frame = audited_frame()
             # inspect and traceback act for whoever called them: that caller decides.
             while frame is not None and frame.f_code.co_filename in PASS_THROUGH:
                 frame = frame.f_back
@@ -116,10 +119,7 @@ def install(report, *, protected_files=(), protected_modules=()):
         sandbox imports what the program asks for) setting up what it defines: typing's `io.__name__ = ...`."""
         busy.append(1)
         try:
-            frame = getframe(1)
-            while frame is not None and frame.f_code is not hook.__code__:
-                frame = frame.f_back
-            frame = frame.f_back if frame is not None else None
+            frame = audited_frame()
             if frame is None or frame.f_code.co_name != "<module>":
                 return False
             if not frame.f_code.co_filename.startswith(STDLIB):
@@ -138,10 +138,7 @@ def install(report, *, protected_files=(), protected_modules=()):
             return False
         busy.append(1)
         try:
-            frame = getframe(1)
-            while frame is not None and frame.f_code is not hook.__code__:
-                frame = frame.f_back
-            frame = frame.f_back if frame is not None else None
+            frame = audited_frame()
             while frame is not None:
                 filename = frame.f_code.co_filename
                 if filename.startswith(tuple(LIBRARY_FOLDERS)):
