@@ -13,6 +13,7 @@ A row's tests may also be APPS-style {"inputs": [...], "outputs": [...], "fn_nam
 
 from __future__ import annotations
 
+import ast
 import secrets
 from typing import ClassVar
 
@@ -27,9 +28,12 @@ from sandboxes.types import RunRequest, RunResult, Status
 SCORING_MODES = ("all_or_nothing", "fraction")
 IO_COMPARE = ("lines", "exact", "tokens")
 MAX_TIMEOUT_S = 60.0
-# Samples judged in one sandbox run: the judge's start (and the sandbox's) is paid once for them, while each
-# sample still gets runners and `timeout_s` of its own.
-CHUNK = 8
+# Samples judged in one sandbox run: the judge's start (and the sandbox's, ~11 ms of CPU together) is paid once
+# for them, while each sample still gets runners and `timeout_s` of its own. A batch is cut into RUNS runs (so
+# that every sandbox worker gets some) of MIN_CHUNK to CHUNK samples.
+MIN_CHUNK = 8
+CHUNK = 64
+RUNS = 8
 REPORT_PREFIX = code_judge.REPORT_PREFIX
 SCIENCE_LIBRARIES = ("numpy", "scipy", "pandas", "sympy")
 SCIENCE_PATH = "/usr/lib/python3/dist-packages"  # where Debian's python3-numpy and the others install
@@ -136,8 +140,8 @@ class PythonTests(Scorer):
         return self.score_batch([row], [completion])[0]
 
     def score_batch(self, rows: list[dict], completions: list[str]) -> list[ScoreResult]:
-        """Samples go to the sandbox CHUNK at a time, each chunk one run of the judge (every sample still in
-        runners of its own, with `timeout_s` of its own), all chunks in one `run_many` call."""
+        """Samples go to the sandbox in chunks (chunk_size), each chunk one run of the judge (every sample still
+        in runners of its own, with `timeout_s` of its own), all chunks in one `run_many` call."""
         if len(rows) != len(completions):
             raise ValueError(f"{len(rows)} rows but {len(completions)} completions")
         results: list[ScoreResult | None] = [None] * len(rows)
@@ -148,9 +152,8 @@ class PythonTests(Scorer):
                 results[index] = _zero(problem, total=0)
             else:
                 checks.append((index, self._program(completion), tests))
-        alone = self._judge(
-            [checks[start : start + CHUNK] for start in range(0, len(checks), CHUNK)], results
-        )
+        size = chunk_size(len(checks))
+        alone = self._judge([checks[start : start + size] for start in range(0, len(checks), size)], results)
         # A sample of a batch that the judge did not report on (the run lost its judge, or its zygote, or
         # the judge stopped at a sample that left the sandbox unclean) is judged again in a run of its own:
         # one sample cannot cost the others of its batch their verdicts.
@@ -221,7 +224,10 @@ class PythonTests(Scorer):
         return {
             "nonce": nonce,
             "mode": "tests_batch",
-            "samples": [{"program": program, "tests": tests} for _, program, tests in chunk],
+            "samples": [
+                {"program": program, "tests": tests, "bind": binds_result(program)}
+                for _, program, tests in chunk
+            ],
             "io_compare": self.spec["io_compare"],
             "float_tolerance": self.spec["float_tolerance"],
         }
@@ -255,6 +261,22 @@ class PythonTests(Scorer):
                 f"{passed}/{total} tests passed; test {first + 1}: {shorten(str(report['errors'][first]))}"
             )
         return ScoreResult(score, parts, reason)
+
+
+def chunk_size(count: int) -> int:
+    """Samples per sandbox run for a batch of `count`: RUNS runs of MIN_CHUNK to CHUNK samples."""
+    return max(MIN_CHUNK, min(CHUNK, -(-count // RUNS)))
+
+
+def binds_result(program: str) -> bool:
+    """Whether the judge's runner must bind the program's last statement to `result` (it is an expression),
+    or may compile the program as it is: parsed here, once, rather than in each fresh runner. A program that
+    does not parse takes the runner's own path, which reports the error."""
+    try:
+        body = ast.parse(program).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    return bool(body) and isinstance(body[-1], ast.Expr)
 
 
 FORM_NAMES = {"assert": "assert script", "call": "call", "io": "stdin/stdout"}

@@ -202,3 +202,50 @@ def test_renaming_a_standard_library_class_s_module_is_still_tampering():
     program = "import unittest\nunittest.TestCase.__module__ = '__main__'\nresult = 1\n"
     result = score(["assert result == 1"], program)
     assert result.reason == "tampering: patching TestCase.__module__"
+
+
+def test_a_daemon_one_sample_leaves_is_gone_before_the_next_sample_of_its_batch_runs():
+    """The zygote sweeps every process below it after each runner (orphans come back to it, a subreaper): a
+    double-forked daemon that waits for the next sample, then plants a file in /tmp, never gets to."""
+    daemon = (
+        "import os, time\n"
+        "def plant():\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(0.15)\n"  # past the wipe between the samples
+        "            for _ in range(100):\n"
+        "                open('/tmp/planted', 'w').close()\n"
+        "                time.sleep(0.005)\n"
+        "        os._exit(0)\n"
+        "    return True\n"
+    )
+    looks = (
+        "import os, time\ndef planted():\n    time.sleep(0.4)\n    return os.path.exists('/tmp/planted')\n"
+    )
+    scorer = build_scorer({"type": "python_tests"}, sandbox=Warm())
+    rows = [{"tests": ["assert plant() is True"]}, {"tests": ["assert planted() is False"]}]
+    results = scorer.score_batch(rows, [daemon, looks])
+    assert [r.score for r in results] == [1.0, 1.0], [r.reason for r in results]
+
+
+@pytest.mark.parametrize(
+    "program, bound",
+    [("x = 2\nx + 1\n", True), ("def f():\n    return 3\n", False), ("def f(:\n", True), ("", False)],
+)
+def test_the_verifier_tells_the_runner_when_there_is_a_last_expression_to_bind(program, bound):
+    from gpu_jobs.rewards.python_tests import binds_result
+
+    assert binds_result(program) is bound
+    # Either way the program runs as written: `result` holds the last expression's value when there is one.
+    if bound and program.startswith("x"):
+        assert score(["assert result == 3"], program).score == 1.0
+    elif not bound and program:
+        assert score(["assert f() == 3"], program).score == 1.0
+
+
+def test_a_batch_is_cut_into_runs_that_spread_over_the_sandbox_workers():
+    from gpu_jobs.rewards.python_tests import CHUNK, MIN_CHUNK, RUNS, chunk_size
+
+    assert [chunk_size(n) for n in (1, 6, 64, 65, 256, 328)] == [8, 8, 8, 9, 32, 41]
+    assert (MIN_CHUNK, chunk_size(100 * RUNS * CHUNK)) == (8, CHUNK)

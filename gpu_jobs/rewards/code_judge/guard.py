@@ -79,8 +79,10 @@ WATCHED_CLASSES = {
 SNAPSHOT_KINDS = (type(len), type(lambda: 0), type, type(os))
 
 
-def install(report, *, protected_files=(), protected_modules=()):
+def install(report, *, protected_files=(), protected_modules=(), drop=None):
     """Start watching. `report(what)` is called once per refused attempt; it must not raise.
+
+    `drop`: the raw_memory_modules() to drop, when the caller listed them already (a zygote before forking).
 
     `protected_files`: file names (the judge's own) that count as trusted callers and must not be spoofed.
     `protected_modules`: module names (besides the standard library's) whose classes must not be patched.
@@ -215,11 +217,16 @@ def install(report, *, protected_files=(), protected_modules=()):
         refuse("installing a signal handler")
 
     # Imported ctypes modules are dropped, so that a program's import of them is seen (and refused).
-    for name in [name for name in sys.modules if name in RAW_MEMORY_MODULES or name.startswith("ctypes.")]:
-        del sys.modules[name]
+    for name in raw_memory_modules() if drop is None else drop:
+        sys.modules.pop(name, None)
     sys.addaudithook(hook)
     signal.signal = no_signal_handlers
     sys.modules["_signal"].signal = no_signal_handlers
+
+
+def raw_memory_modules():
+    """The imported modules that reach raw memory (ctypes and its submodules), which install() drops."""
+    return [name for name in sys.modules if name in RAW_MEMORY_MODULES or name.startswith("ctypes.")]
 
 
 def snapshot():

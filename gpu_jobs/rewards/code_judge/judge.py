@@ -17,6 +17,7 @@ Past 400 lines on purpose, for now: every module of the judge travels into the s
 python_tests forms, agent unittest, custom_python) are the seams to split along.
 """
 
+import gc
 import json
 import math
 import os
@@ -125,6 +126,9 @@ def zygote(job_r, out_w):
             _preload(job)
             _tell_judge(out_w, {"t": job["t"], "preloaded": True})
             continue
+        if job.get("mode") == "serve" and runner.PREPARED is None:
+            runner.prepare(out_w)
+            gc.freeze()  # the zygote's objects stay out of every runner's collections: fewer pages copied
         if job.get("last"):
             # The judge needs no other runner: this process becomes it, which saves a fork (and the copy of
             # every page the interpreter touches) on each check.
@@ -146,7 +150,10 @@ def zygote(job_r, out_w):
             _tell_judge(out_w, {"started": pid, "t": job["t"]})
             printed, status = _watch(pid, printed_r)
             _sweep()
-            _tell_judge(out_w, {"exited": _status_text(status), "t": job["t"], "output": printed})
+            exited = {"exited": _status_text(status), "t": job["t"], "output": printed}
+            if job.get("wipe"):  # the sample's last runner: /tmp emptied now saves the judge a round trip
+                exited["wiped"] = native.wipe()
+            _tell_judge(out_w, exited)
         elif job.get("mode") == "unittest":
             pid = os.fork()
             if pid == 0:
@@ -244,18 +251,25 @@ def _sweep():
 
 
 def _descendants(root):
-    parents = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", encoding="utf-8") as f:
-                    parents[int(name)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                pass
-    below, frontier = set(), {root}
+    """Every process below `root`, from the kernel's list of each task's children: a sweep after a runner
+    that left nothing running reads one short file, not every process's stat."""
+    below, frontier = set(), [root]
     while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier and pid not in below}
-        below |= frontier
+        pid = frontier.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone, and reaped
+        for task in tasks:  # a thread that forked is its children's parent
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", encoding="utf-8") as f:
+                    children = [int(child) for child in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                if child not in below:
+                    below.add(child)
+                    frontier.append(child)
     return below
 
 
@@ -312,6 +326,7 @@ class Channel:
         self.known = set()  # every token issued: a late message of an earlier job is not a forgery
         self.started = {}  # token -> the runner's pid
         self.printed = {}  # token -> what that runner printed (the end of it), once it exited
+        self.wiped = set()  # tokens of runners after whose exit the zygote emptied /tmp
 
     def send(self, message):
         self.known.add(message["t"])
@@ -336,6 +351,8 @@ class Channel:
                 self.started[message["t"]] = message["started"]
             elif "exited" in message:
                 self.printed[message["t"]] = str(message.get("output") or "")
+                if message.get("wiped") is True:
+                    self.wiped.add(message["t"])
                 if message["t"] != token:
                     continue
                 raise ProgramGone("exited", message["exited"])
@@ -390,8 +407,10 @@ class Channel:
 class Session:
     """One runner serving one program: the names it defined, and calls into it that return plain values."""
 
-    def __init__(self, channel, program, deadline, *, helpers=False, last=False):
-        """`last`: no other runner will be needed, so the zygote itself becomes this one."""
+    def __init__(self, channel, program, deadline, *, helpers=False, last=False, bind=True, wipe=False):
+        """`last`: no other runner will be needed, so the zygote itself becomes this one. `bind=False`: the
+        program has no last expression statement to bind to `result` (runner.compile_program). `wipe`: the
+        zygote empties /tmp once this runner exited (`wiped()` says whether it did)."""
         self.channel = channel
         self.deadline = deadline
         self.token = os.urandom(16).hex()
@@ -400,6 +419,8 @@ class Session:
         if last:
             channel.started[self.token] = channel.zygote_pid
         job = {"mode": "serve", "t": self.token, "program": program, "helpers": helpers, "last": last}
+        job["bind"] = bind
+        job["wipe"] = wipe
         channel.send(job)
         self.names, self.error, self.failed = {}, None, None
         try:
@@ -472,6 +493,10 @@ class Session:
                 pass
         return self.channel.printed.pop(self.token, "")
 
+    def wiped(self):
+        """True once the zygote reported /tmp emptied after this runner exited (asked for with `wipe`)."""
+        return self.token in self.channel.wiped
+
     def _receive(self):
         try:
             return self.channel.receive(self.token, self.deadline)
@@ -543,13 +568,17 @@ def run_test_batch(payload, channel):
         before = len(channel.tampering)
         # A lone sample's runner may be the zygote itself; in a batch each runner's prints are kept apart
         # (so that one sample's flood of output cannot end the run for the others).
-        report = run_tests({**payload, **sample}, channel, deadline, last=len(samples) == 1)
+        more = len(results) + 1 < len(samples)
+        report = run_tests({**payload, **sample}, channel, deadline, last=len(samples) == 1, wipe=more)
+        wiped = report.pop("wiped", False)
         report["tampering"] = channel.tampering[before:]
         del channel.tampering[before:]
         results.append(report)
-        more = len(results) < len(samples)
         # Between samples, and after a native one's last (its folder goes: a judge run unsandboxed leaves
-        # nothing behind). A lone Python sample's zygote became its runner, and is gone.
+        # nothing behind). A lone Python sample's zygote became its runner, and is gone. The zygote usually
+        # emptied /tmp already, when the sample's runner exited.
+        if wiped:
+            continue
         if (more and len(samples) > 1) or payload.get("language", "python") != "python":
             if not _wiped(channel) and more:
                 # The sample killed or stopped the zygote, or left /tmp unclean: the samples after it are not
@@ -568,7 +597,7 @@ def _wiped(channel):
         return False
 
 
-def run_tests(payload, channel, deadline, *, last=True):
+def run_tests(payload, channel, deadline, *, last=True, wipe=False):
     """payload: {"program", "tests": [test, ...], "io_compare", "float_tolerance"}; a test is
     {"kind": "assert", "source"} | {"kind": "call", "fn", "args", "kwargs", "expected"} |
     {"kind": "io", "stdin", "stdout"}. Report: {"passed": [bool], "errors": [str | None], "program_error"}."""
@@ -581,7 +610,14 @@ def run_tests(payload, channel, deadline, *, last=True):
     if any(test["kind"] != "io" for test in tests):
         only_runner = last and all(test["kind"] != "io" for test in tests)
         try:
-            session = Session(channel, payload["program"], deadline, last=only_runner)
+            session = Session(
+                channel,
+                payload["program"],
+                deadline,
+                last=only_runner,
+                bind=payload.get("bind", True),
+                wipe=wipe,
+            )
         except ProgramGone as gone:  # the zygote is gone
             program_error = f"{gone}, before its tests ran"
         else:
@@ -620,11 +656,15 @@ def run_tests(payload, channel, deadline, *, last=True):
                 errors[index] = "the test needs the program's objects; return plain values or numpy arrays"
     elif not crossed:
         _assert_tests_in_runner(payload["tests"], session, passed, errors)
-    printed = ""
+    printed, wiped = "", False
     if session is not None:
         session.finish()
         printed = session.printed()
-    return {"passed": passed, "errors": errors, "program_error": program_error, "printed": printed}
+        wiped = session.wiped()
+    report = {"passed": passed, "errors": errors, "program_error": program_error, "printed": printed}
+    if wipe:
+        report["wiped"] = wiped  # run_test_batch's to read: /tmp is empty for the next sample
+    return report
 
 
 def _assert_tests_in_runner(tests, session, passed, errors):

@@ -29,10 +29,15 @@ PROGRAM_FILE = "<program>"
 TAMPER_FD = 3  # run_main: where the guard writes what it refused, one line each
 READ_CHUNK = 1 << 16
 MAX_MESSAGE = 64 << 20
+PREPARED = None  # prepare()'s (send, report, snapshot), inherited from the zygote; serve() takes it once
 
 
-def compile_program(source):
-    """The program, with the value of its last statement bound to `result` when that is an expression."""
+def compile_program(source, *, bind_result=True):
+    """The program, with the value of its last statement bound to `result` when that is an expression.
+    `bind_result=False` (the verifier found no such statement): compiled as it is, without building its tree
+    (a fresh runner pays for each object it makes in pages copied from the zygote)."""
+    if not bind_result:
+        return compile(source, PROGRAM_FILE, "exec", dont_inherit=True)
     tree = ast.parse(source, filename=PROGRAM_FILE)
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = tree.body[-1]
@@ -53,22 +58,22 @@ def describe(exc):
 
 def serve(job, job_r, out_w, protected_files):
     """Run `job["program"]` and answer calls on the pipes until told to finish. Never returns."""
+    global PREPARED
     token = job["t"]
     encode = codec.encode
     decode = codec.decode
     loads = __import__("json").loads
     not_plain = codec.NotPlain
-    send, report = _replies(out_w)
-    _strict_equality(unittest_case(), report)  # for assert scripts run here that use unittest's asserts
-    guard.install(report, protected_files=protected_files)
-    taken = guard.snapshot()
+    send, report, taken, drop = PREPARED or prepared(out_w)
+    PREPARED = None  # held in locals only from here: the program cannot reach the snapshot to rewrite it
+    guard.install(report, protected_files=protected_files, drop=drop)
     namespace = {"__name__": "solution", "__builtins__": builtins}
     if job.get("helpers"):
         namespace["run_program"] = run_program
         namespace["run_function"] = run_function
     error = None
     try:
-        exec(compile_program(job["program"]), namespace)
+        exec(compile_program(job["program"], bind_result=job.get("bind", True)), namespace)
     except BaseException as exc:  # noqa: BLE001 - SystemExit too: a program that exits must not pass
         error = describe(exc)
     send({"t": token, "names": _names(namespace, report), "error": error})
@@ -121,6 +126,22 @@ def serve(job, job_r, out_w, protected_files):
             except RecursionError:
                 reply["not_plain"] = "a value nested too deep"
         send(reply)
+
+
+def prepare(out_w):
+    """In the zygote, before it forks the first runner that serves a program: what serve() sets up before it
+    runs one, done once (unittest's strict asserts, the snapshot of the watched modules), so each runner
+    inherits it instead of copying the pages that doing it dirties. The zygote never runs model code, so
+    what it snapshots is what every runner starts from."""
+    global PREPARED
+    PREPARED = prepared(out_w)
+
+
+def prepared(out_w):
+    """(send, report, snapshot, modules to drop) for a runner replying on `out_w`."""
+    send, report = _replies(out_w)
+    _strict_equality(unittest_case(), report)  # for assert scripts run here that use unittest's asserts
+    return send, report, guard.snapshot(), guard.raw_memory_modules()
 
 
 def run_unittest(job, out_w, protected_files):
