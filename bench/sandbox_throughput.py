@@ -13,9 +13,12 @@ JavaScript (gpu_jobs/program_tasks.py), a check being one problem compiled once 
 code tasks' asserts in the python-science profile (numpy preloaded); and the svg_shapes (render) and
 sheet_formulas (spreadsheet, LibreOffice) packs' references. The docker rows need the
 Podman Docker API and the image (`make sandbox-image`); they are left out, with the reason, without them.
-Goals on 2 cores: warm >= 300 checks/s fully isolated; trivial warm p50 < 10 ms.
+Before them, HumanEval (bench/sandbox_scaling.py): its 164 canonical and 164 broken solutions in one batch through
+the verifier on each warm pool, beside the same checks exec'd in one process, as a ratio; then checks/s by batch
+size (1, 8, 64, 512) and pool size (1, 2, 4), plotted to docs/figures/sandbox_scaling.png.
+Goals on 2 cores: warm >= 500 HumanEval checks/s; trivial warm p50 < 10 ms.
 
-Run: .venv/bin/python bench/sandbox_throughput.py [--rounds N]
+Run: .venv/bin/python bench/sandbox_throughput.py [--rounds N] [--part all|tasks|humaneval|scaling]
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
+from bench import sandbox_scaling  # noqa: E402
 from bench.tasks.code_tasks import FORMS, rows  # noqa: E402
 from gpu_jobs.document_tasks import TASKS, document_rows  # noqa: E402
 from gpu_jobs.program_tasks import LANGUAGES, problems, program_rows  # noqa: E402
@@ -160,17 +164,73 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rounds", type=int, default=5, help="times each task is checked on the warm pool")
+    parser.add_argument(
+        "--part",
+        choices=("all", "tasks", "humaneval", "scaling"),
+        default="all",
+        help="tasks: the code tasks and profiles; humaneval: HumanEval's 328 checks against exec in one process; "
+        "scaling: checks/s by batch and pool size, plotted (docs/figures/sandbox_scaling.png)",
+    )
     args = parser.parse_args()
-    task_rows = rows()
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    exec_per_second = 0.0
+    if args.part in ("all", "humaneval", "scaling"):
+        exec_per_second = humaneval_figures()
+    if args.part in ("all", "scaling"):
+        scaling_figures(exec_per_second)
+    if args.part in ("all", "tasks"):
+        task_figures(args.rounds)
+
+
+def humaneval_figures() -> float:
+    """HumanEval through the verifier on each warm backend, and exec'd in this process; the exec rate."""
+    exec_per_second, wrong = sandbox_scaling.exec_rate()
+    print(f"HumanEval, 164 canonical + 164 broken, one batch of 328; load average {_load()}")
     print(
-        f"{len(task_rows)} code tasks; {os.cpu_count()} CPUs; {WORKERS} checks at a time; load average {load}"
+        f"  exec in one process (unsandboxed, 1 core): {exec_per_second:.0f} checks/s, {wrong} wrong verdicts"
+    )
+    backends = [("bwrap", lambda: BwrapBackend(pool_size=WORKERS, recycle_after=5000))]
+    docker_problem = DockerBackend().engine_problem()
+    if docker_problem:
+        print(f"  docker left out: {docker_problem}")
+    else:
+        backends.append(("docker", lambda: DockerBackend(pool_size=WORKERS, recycle_after=5000)))
+    for label, make in backends:
+        backend = make()
+        backend.pool.warm_up()
+        rate, wrong = sandbox_scaling.verifier_rate(backend)
+        (backend.close if isinstance(backend, DockerBackend) else backend.pool.close)()
+        print(
+            f"  python_tests, {label} warm pool of {WORKERS}: {rate:.0f} checks/s, {wrong} wrong verdicts; "
+            f"{rate / exec_per_second:.2f}x exec in one process ({rate / WORKERS / exec_per_second:.2f}x per core)"
+        )
+    return exec_per_second
+
+
+def scaling_figures(exec_per_second: float) -> None:
+    curves = sandbox_scaling.scaling(lambda size: BwrapBackend(pool_size=size, recycle_after=5000))
+    sizes = sandbox_scaling.BATCH_SIZES
+    print(f"\nHumanEval checks/s on bwrap by batch size (columns) and warm pool size (rows); load {_load()}")
+    print(f"{'pool':<6}" + "".join(f"{size:>9}" for size in sizes))
+    for pool_size, by_size in curves.items():
+        print(f"{pool_size:<6}" + "".join(f"{by_size[size]:>9.0f}" for size in sizes))
+    if exec_per_second:
+        print(f"plot: {sandbox_scaling.plot(curves, exec_per_second=exec_per_second)}")
+
+
+def _load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def task_figures(rounds: int) -> None:
+    task_rows = rows()
+    print(
+        f"\n{len(task_rows)} code tasks; {os.cpu_count()} CPUs; {WORKERS} checks at a time; load average {_load()}"
     )
 
     runs = [
         ("baseline (unsandboxed subprocess)", UnsandboxedSubprocess(), task_rows, 1),
         ("bwrap cold", BwrapBackend(pool_size=0, workers=WORKERS), task_rows, 1),
-        ("bwrap warm", BwrapBackend(pool_size=WORKERS, recycle_after=200), task_rows, args.rounds),
+        ("bwrap warm", BwrapBackend(pool_size=WORKERS, recycle_after=200), task_rows, rounds),
     ]
     docker_problem = DockerBackend().engine_problem()
     if docker_problem:
@@ -178,7 +238,7 @@ def main() -> None:
     else:
         runs += [
             ("docker cold (20 tasks)", DockerBackend(pool_size=0, workers=WORKERS), task_rows[:20], 1),
-            ("docker warm", DockerBackend(pool_size=WORKERS, recycle_after=200), task_rows, args.rounds),
+            ("docker warm", DockerBackend(pool_size=WORKERS, recycle_after=200), task_rows, rounds),
         ]
     figures, latencies = [], []
     for label, backend, subset, rounds in runs:

@@ -29,11 +29,12 @@ SCORING_MODES = ("all_or_nothing", "fraction")
 IO_COMPARE = ("lines", "exact", "tokens")
 MAX_TIMEOUT_S = 60.0
 # Samples judged in one sandbox run: the judge's start (and the sandbox's, ~11 ms of CPU together) is paid once
-# for them, while each sample still gets runners and `timeout_s` of its own. A batch is cut into RUNS runs (so
-# that every sandbox worker gets some) of MIN_CHUNK to CHUNK samples.
+# for them, while each sample still gets runners and `timeout_s` of its own. A batch is cut into about RUNS runs
+# (so that every sandbox worker gets some, and they finish together) of MIN_CHUNK to CHUNK samples: a small
+# batch stays in one run, as one sample's neighbours in it are what the judge's wipe and sweep are for.
 MIN_CHUNK = 8
 CHUNK = 64
-RUNS = 8
+RUNS = 16
 REPORT_PREFIX = code_judge.REPORT_PREFIX
 SCIENCE_LIBRARIES = ("numpy", "scipy", "pandas", "sympy")
 SCIENCE_PATH = "/usr/lib/python3/dist-packages"  # where Debian's python3-numpy and the others install
@@ -264,7 +265,7 @@ class PythonTests(Scorer):
 
 
 def chunk_size(count: int) -> int:
-    """Samples per sandbox run for a batch of `count`: RUNS runs of MIN_CHUNK to CHUNK samples."""
+    """Samples per sandbox run for a batch of `count`: about RUNS runs, of MIN_CHUNK to CHUNK samples each."""
     return max(MIN_CHUNK, min(CHUNK, -(-count // RUNS)))
 
 

@@ -247,5 +247,5 @@ def test_the_verifier_tells_the_runner_when_there_is_a_last_expression_to_bind(p
 def test_a_batch_is_cut_into_runs_that_spread_over_the_sandbox_workers():
     from gpu_jobs.rewards.python_tests import CHUNK, MIN_CHUNK, RUNS, chunk_size
 
-    assert [chunk_size(n) for n in (1, 6, 64, 65, 256, 328)] == [8, 8, 8, 9, 32, 41]
+    assert [chunk_size(n) for n in (1, 6, 128, 129, 256, 328)] == [8, 8, 8, 9, 16, 21]
     assert (MIN_CHUNK, chunk_size(100 * RUNS * CHUNK)) == (8, CHUNK)

