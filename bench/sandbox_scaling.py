@@ -51,7 +51,8 @@ def exec_rate(*, repeats: int = 3) -> tuple[float, int]:
     best, wrong = 0.0, 0
     for _ in range(repeats):
         started = time.perf_counter()
-        verdicts = [_exec_check(program, row["tests"][0]) for row, program in zip(dataset, completions)]
+        pairs = zip(dataset, completions, strict=True)
+        verdicts = [_exec_check(program, row["tests"][0]) for row, program in pairs]
         best = max(best, len(verdicts) / (time.perf_counter() - started))
         wrong = sum(1 for got, want in zip(verdicts, expected, strict=True) if got != want)
     return best, wrong
