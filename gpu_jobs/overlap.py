@@ -100,6 +100,7 @@ class RewardOverlap:
     _early_forward: EarlyForward | None = None
     _early_forward_on: bool = True
     _reward_pool: ThreadPoolExecutor | None = None
+    _threads_before: int | None = None  # torch's intra-op threads while the step's rewards are in flight
 
     def train(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -115,6 +116,7 @@ class RewardOverlap:
             return super()._generate_and_score_completions(inputs)  # type: ignore[misc]
         finally:
             self._overlap_inputs = None
+            self._restore_threads()
             pending, self._pending_rewards = self._pending_rewards, None
             if pending is not None:
                 # Only when the step failed between generation and rewards: let its sandbox runs finish
@@ -145,6 +147,7 @@ class RewardOverlap:
             prompt_ids=prompt_ids,
             completion_ids=completion_ids,
         )
+        self._share_cores()
         return generated
 
     def _calculate_rewards(
@@ -164,6 +167,7 @@ class RewardOverlap:
             raise
         waited = time.perf_counter()
         rewards, seconds = pending.future.result()
+        self._restore_threads()
         metrics = self._metrics["train" if self.model.training else "eval"]  # type: ignore[attr-defined]
         metrics[REWARD_TIME].append(seconds)
         metrics[REWARD_WAIT].append(time.perf_counter() - waited)
@@ -212,6 +216,24 @@ class RewardOverlap:
             compute_aux_loss=compute_aux_loss,
             **extra,
         )
+
+    def _share_cores(self) -> None:
+        """While the rewards are in flight, the step's forward passes use half of torch's CPU threads: the
+        sandboxes (local ones) take the other cores, and OpenMP threads that outnumber the free cores spin
+        at every barrier for one that was preempted (on 2 cores the early forward ran ~10x slower)."""
+        import torch
+
+        threads = torch.get_num_threads()
+        if threads > 1 and self._threads_before is None:
+            self._threads_before = threads
+            torch.set_num_threads(max(1, threads // 2))
+
+    def _restore_threads(self) -> None:
+        if self._threads_before is not None:
+            import torch
+
+            torch.set_num_threads(self._threads_before)
+            self._threads_before = None
 
     def _can_overlap(self) -> bool:
         """Rewards can be scored on a worker thread: one process (``_calculate_rewards`` gathers across
