@@ -13,7 +13,10 @@ The results are those of the plain trainer, bit for bit: the scores are the same
 completions, and the early forward runs on exactly the rows, in exactly the order, that the loss will use
 (the permutation TRL's shuffle draws next is read ahead and the random state put back). The loss takes
 it only if it asks for the same ids, mask and model with unchanged weights; otherwise the loss runs its
-own forward as usual, and the early forward is switched off for the rest of the run.
+own forward as usual, and the early forward is switched off for the rest of the run. The early forward
+runs on half of torch's CPU threads (``_share_cores``): bit for bit as long as the CPU kernels sum in the
+same order at either thread count, as they do for this repository's models on the machines it was tested
+on (tests/unit/test_reward_overlap.py compares whole runs); a GPU's kernels do not depend on it.
 
 What it gains depends on the host: the step waits for the verifiers about half as long (bench/train_step.py),
 but on a CPU with no core to spare the forward passes slow down by about as much, as the sandboxes take the
