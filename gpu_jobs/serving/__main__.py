@@ -65,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--draft-model", type=Path, default=None, help="turbo: a draft model folder")
     parser.add_argument(
-        "--max-batch", type=_positive, default=32, help="batch: most sequences decoding together"
+        "--max-batch", type=_positive, default=64, help="batch: most sequences decoding together"
     )
     parser.add_argument(
         "--prefix-cache-mb",

@@ -25,7 +25,7 @@ class EngineConfig:
     prompt_lookup_tokens: int = 32  # turbo: most tokens proposed per step
     prompt_lookup_ngram: int = 3  # turbo: longest n-gram matched against the context
     draft_model: Path | None = None
-    max_batch: int = 32  # batch: most sequences decoding together
+    max_batch: int = 64  # batch: most sequences decoding together (throughput grows to 64 on 2 CPU cores)
     # Prompt prefixes' keys and values kept for reuse (prefix.py), in bytes; 0 turns prefix caching off.
     prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_MB * 1024 * 1024
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import time
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
@@ -34,6 +35,15 @@ logger = logging.getLogger(__name__)
 # PREFILL_TOKENS padded tokens (one forward pass; a longer prompt goes alone).
 PREFILL_PADDING = 1.2
 PREFILL_TOKENS = 4096
+# An idle batch, once a request arrives, waits up to GATHER_S for the next (and so on, GATHER_MAX_S in all)
+# before it prefills them: requests sent together then join together, in one prefill by length and one
+# rebuild of the cache, instead of one join (and a rebuild of every row's cache) per arrival.
+GATHER_S = 0.02
+GATHER_MAX_S = 0.25
+# In a join of several sequences, one whose cached prefix is under this share of its prompt is prefilled
+# with the others (batched by length) rather than alone from its cache: a shared system prompt saves less than
+# a prefill of one row costs against a batched one (SmolLM2, 64 requests: 92 -> 124 tokens/s without it).
+REUSE_SHARE = 0.5
 
 
 @dataclass
@@ -54,11 +64,19 @@ def serve(engine: LoadedEngine) -> None:
         idle = not batch.rows and not waiting
         if idle and stopping:
             return
+        gather_until = None  # set once an idle batch got its first request
         while not stopping:
             try:
-                job = engine.jobs.get(block=idle)
+                if idle:
+                    job = engine.jobs.get()
+                elif gather_until is not None and len(waiting) < engine.config.max_batch:
+                    job = engine.jobs.get(timeout=max(0.0, min(GATHER_S, gather_until - time.monotonic())))
+                else:
+                    job = engine.jobs.get_nowait()
             except queue.Empty:
                 break
+            if idle and not batch.rows:
+                gather_until = time.monotonic() + GATHER_MAX_S
             idle = False
             if job is None:
                 stopping = True
@@ -114,7 +132,8 @@ class RunningBatch:
         for part in _first_of_each_start(joining, self.engine.prefix_cache):
             cold: list[tuple[Job, Sequence]] = []
             for job, seq in part:
-                cache, cached = reuse(self.engine, seq.prompt_ids)
+                least = int(REUSE_SHARE * len(seq.prompt_ids)) if len(part) > 1 else 0
+                cache, cached = reuse(self.engine, seq.prompt_ids, min_length=least)
                 if cache is None:
                     cold.append((job, seq))
                 else:

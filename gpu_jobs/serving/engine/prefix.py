@@ -73,10 +73,11 @@ class PrefixCache:
             self._blocks.move_to_end(name)
 
     def lookup(
-        self, model_key: str, tokens: Sequence[int]
+        self, model_key: str, tokens: Sequence[int], *, min_length: int = 0
     ) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]]]:
         """The longest cached whole-block prefix of ``tokens[:-1]``: its length and, per layer, fresh
-        ``(keys, values)`` tensors ``[1, kv_heads, length, head_dim]``; ``(0, [])`` on a miss."""
+        ``(keys, values)`` tensors ``[1, kv_heads, length, head_dim]``; ``(0, [])`` on a miss, which a
+        prefix shorter than ``min_length`` tokens counts as."""
         count = max(0, len(tokens) - 1) // self.block_tokens
         names = self._names(model_key, tokens, count)
         with self._lock:
@@ -86,7 +87,7 @@ class PrefixCache:
                 if block is None:
                     break
                 found.append(block.kv)
-            if not found:
+            if not found or len(found) * self.block_tokens < min_length:
                 self.misses += 1
                 return 0, []
             self._touch(names[: len(found)])
@@ -158,13 +159,13 @@ def full_layers(cache: Any) -> bool:
     return len({tuple(t.shape) for layer in layers for t in (layer.keys, layer.values)}) == 1
 
 
-def reuse(engine: Any, prompt_ids: Sequence[int]) -> tuple[DynamicCache | None, int]:
+def reuse(engine: Any, prompt_ids: Sequence[int], *, min_length: int = 0) -> tuple[DynamicCache | None, int]:
     """A new ``DynamicCache`` holding the longest cached prefix of ``prompt_ids`` and that prefix's length,
-    or ``(None, 0)`` when caching is off or nothing is cached."""
+    or ``(None, 0)`` when caching is off or nothing (at least ``min_length`` tokens long) is cached."""
     prefix: PrefixCache | None = engine.prefix_cache
     if prefix is None:
         return None, 0
-    length, layers = prefix.lookup(engine.model_key, prompt_ids)
+    length, layers = prefix.lookup(engine.model_key, prompt_ids, min_length=min_length)
     if not length:
         return None, 0
     cache = DynamicCache(config=engine.model.config)
