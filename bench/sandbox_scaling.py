@@ -13,6 +13,7 @@ import time
 from itertools import cycle, islice
 from pathlib import Path
 
+from bench import plots
 from bench.tasks.humaneval import rows
 from gpu_jobs.rewards import build_scorer
 
@@ -94,24 +95,14 @@ def scaling(make_backend) -> dict[int, dict[int, float]]:
 
 def plot(curves: dict[int, dict[int, float]], *, exec_per_second: float, path: Path = PLOT) -> Path:
     """checks/s against batch size, one line per pool size, beside the in-process line; written as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(6, 3.6), dpi=110)
-    for pool_size, by_size in curves.items():
-        axes.plot(list(by_size), list(by_size.values()), marker="o", label=f"warm pool of {pool_size}")
-    axes.axhline(exec_per_second, linestyle="--", color="grey", label="exec in one process (1 core)")
-    axes.set_xscale("log", base=2)
-    axes.set_xticks(list(BATCH_SIZES), [str(size) for size in BATCH_SIZES])
-    axes.set_xlabel("checks per score_batch call")
-    axes.set_ylabel("HumanEval checks/s")
-    axes.set_title("python_tests on bubblewrap, 2 cores")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    plt.close(figure)
-    return path
+    lines = {f"warm pool of {pool_size}": by_size for pool_size, by_size in curves.items()}
+    exec_line = "exec in one process (1 core)"
+    lines[exec_line] = dict.fromkeys(BATCH_SIZES, exec_per_second)
+    return plots.log2_lines(
+        path,
+        lines,
+        title="python_tests on bubblewrap, 2 cores",
+        xlabel="checks per score_batch call",
+        ylabel="HumanEval checks/s",
+        dashed=frozenset({exec_line}),
+    )

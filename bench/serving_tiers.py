@@ -41,6 +41,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import plots  # noqa: E402
 from gpu_jobs.serving.auth import CREDENTIAL_ENV  # noqa: E402
 
 NAME = "bench"
@@ -265,27 +266,17 @@ def report(figures: dict, curve: dict[int, float], args: argparse.Namespace) -> 
 
 def plot(curve: dict[int, float], flat: dict[str, float]) -> Path:
     """Batch tokens/s against requests in flight, the one-stream tiers as flat lines; written as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(6, 3.6), dpi=110)
-    axes.plot(list(curve), list(curve.values()), marker="o", label="batch")
-    for tier, rate in flat.items():
-        axes.plot(list(curve), [rate] * len(curve), linestyle="--", label=f"{tier} (one stream)")
-    axes.set_xscale("log", base=2)
-    axes.set_xticks(list(curve), [str(c) for c in curve])
-    axes.set_xlabel("requests in flight (grounded)")
-    axes.set_ylabel("completion tokens/s")
-    axes.set_title("SmolLM2-135M-Instruct on 2 CPU cores")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    PLOT.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(PLOT)
-    plt.close(figure)
-    return PLOT
+    lines = {"batch": curve} | {
+        f"{tier} (one stream)": dict.fromkeys(curve, rate) for tier, rate in flat.items()
+    }
+    return plots.log2_lines(
+        PLOT,
+        lines,
+        title="SmolLM2-135M-Instruct on 2 CPU cores",
+        xlabel="requests in flight (grounded)",
+        ylabel="completion tokens/s",
+        dashed=frozenset(lines) - {"batch"},
+    )
 
 
 if __name__ == "__main__":
