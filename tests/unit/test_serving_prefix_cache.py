@@ -275,3 +275,36 @@ def test_replicas_get_the_prefix_cache_setting(settings):
     )
     with pytest.raises(SystemExit):
         parse_args([*argv[argv.index("--model") :], "--prefix-cache-mb", "-1"])
+
+
+def test_in_a_join_of_several_only_a_prefix_of_half_the_prompt_is_worth_a_prefill_alone(base):
+    """A sequence prefilled from the cache goes alone; in a join of several, one whose cached start is under
+    half its prompt (a short shared system line) is prefilled with the others instead. Either way its tokens
+    are the cold run's."""
+    cache = PrefixCache(8 * MB)
+    engine = _twin(base, "batch", cache)
+    short = "system: add.\n" + "-" * 19  # 32 tokens: two blocks
+    long_questions = [f"user: {a}+{b}=" + " " * 70 + "\nassistant:" for a, b in ((12, 30), (45, 45), (7, 8))]
+    for start in (short, SYSTEM):
+        _generate_ids(engine, _ids(base, start + QUESTIONS[0]))  # caches the start's blocks
+    params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+
+    def join(prompts: list[str]) -> tuple[list[list[int]], int, int]:
+        hits, misses = cache.hits, cache.misses
+        sequences = [Sequence(0, _ids(base, prompt), params) for prompt in prompts]
+        batch = RunningBatch(engine)
+        batch.join([(Job([sequence], lambda event: None), sequence) for sequence in sequences])
+        rows = list(batch.rows)
+        while batch.rows:
+            batch.step()
+        return [row.tracker.ids for row in rows], cache.hits - hits, cache.misses - misses
+
+    cold = _twin(base, "batch", None)
+    short_prompts = [short + question for question in long_questions]
+    ids, hits, misses = join(short_prompts)
+    assert (hits, misses) == (0, 3)
+    assert sorted(ids) == sorted(_generate_ids(cold, _ids(base, p), 6) for p in short_prompts)
+    long_prompts = [SYSTEM + question for question in QUESTIONS[1:]]
+    ids, hits, misses = join(long_prompts)
+    assert (hits, misses) == (2, 0)
+    assert sorted(ids) == sorted(_generate_ids(cold, _ids(base, p), 6) for p in long_prompts)

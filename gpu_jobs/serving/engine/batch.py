@@ -132,7 +132,7 @@ class RunningBatch:
         for part in _first_of_each_start(joining, self.engine.prefix_cache):
             cold: list[tuple[Job, Sequence]] = []
             for job, seq in part:
-                least = int(REUSE_SHARE * len(seq.prompt_ids)) if len(part) > 1 else 0
+                least = int(REUSE_SHARE * len(seq.prompt_ids)) if len(joining) > 1 else 0
                 cache, cached = reuse(self.engine, seq.prompt_ids, min_length=least)
                 if cache is None:
                     cold.append((job, seq))
