@@ -418,9 +418,15 @@ class Session:
         self.last = last
         if last:
             channel.started[self.token] = channel.zygote_pid
-        job = {"mode": "serve", "t": self.token, "program": program, "helpers": helpers, "last": last}
-        job["bind"] = bind
-        job["wipe"] = wipe
+        job = {
+            "mode": "serve",
+            "t": self.token,
+            "program": program,
+            "helpers": helpers,
+            "last": last,
+            "bind": bind,
+            "wipe": wipe,
+        }
         channel.send(job)
         self.names, self.error, self.failed = {}, None, None
         try:

@@ -29,7 +29,9 @@ PROGRAM_FILE = "<program>"
 TAMPER_FD = 3  # run_main: where the guard writes what it refused, one line each
 READ_CHUNK = 1 << 16
 MAX_MESSAGE = 64 << 20
-PREPARED = None  # prepare()'s (send, report, snapshot), inherited from the zygote; serve() takes it once
+PREPARED = (
+    None  # prepared()'s (send, report, snapshot, modules to drop) from the zygote; serve() takes it once
+)
 
 
 def compile_program(source, *, bind_result=True):
@@ -130,9 +132,9 @@ def serve(job, job_r, out_w, protected_files):
 
 def prepare(out_w):
     """In the zygote, before it forks the first runner that serves a program: what serve() sets up before it
-    runs one, done once (unittest's strict asserts, the snapshot of the watched modules), so each runner
-    inherits it instead of copying the pages that doing it dirties. The zygote never runs model code, so
-    what it snapshots is what every runner starts from."""
+    runs one, done once (unittest's strict asserts, the snapshot of the watched modules, the ctypes modules
+    the guard drops), so each runner inherits it instead of copying the pages that doing it dirties. The
+    zygote never runs model code, so what it snapshots is what every runner starts from."""
     global PREPARED
     PREPARED = prepared(out_w)
 

@@ -75,7 +75,7 @@ def serve(engine: LoadedEngine) -> None:
                     job = engine.jobs.get_nowait()
             except queue.Empty:
                 break
-            if idle and not batch.rows:
+            if idle:
                 gather_until = time.monotonic() + GATHER_MAX_S
             idle = False
             if job is None:
