@@ -65,17 +65,35 @@ def claim_redis_db() -> str:
 
 
 class Stack:
-    def __init__(self, workdir: Path) -> None:
+    """``pg_admin_url`` and ``redis_url``: servers of the caller's own (the chaos drills restart theirs); by
+    default the machine's, with a database of the stack's own on each. ``sandbox_hosts``: sandbox workers,
+    each a host of its own to the fleet. ``beat``: Celery beat too (the reapers and the dispatch safety net)."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        pg_admin_url: str = PG_ADMIN_URL,
+        redis_url: str | None = None,
+        sandbox_hosts: int = 1,
+        beat: bool = False,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.workdir = workdir
         self.db_name = f"anneal_stack_{uuid.uuid4().hex[:8]}"
+        self.pg_admin_url = pg_admin_url
+        self.database_url = pg_admin_url.rsplit("/", 1)[0] + f"/{self.db_name}"
+        self.sandbox_hosts = sandbox_hosts
+        self.beat = beat
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.processes: dict[str, subprocess.Popen] = {}
-        redis_url = os.environ.get("ANNEAL_STACK_REDIS_URL") or claim_redis_db()
+        self.commands: dict[str, list[str]] = {}
+        redis_url = redis_url or os.environ.get("ANNEAL_STACK_REDIS_URL") or claim_redis_db()
         self.env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{self.db_name}",
+            "DATABASE_URL": self.database_url.replace("postgresql://", "postgres://", 1),
             "REDIS_URL": redis_url,
             "ANNEAL_DATA_DIR": str(workdir / "data"),
             "ANNEAL_BASE_URL": self.base_url,
@@ -85,17 +103,32 @@ class Stack:
             "DEBUG": "false",
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "CSRF_TRUSTED_ORIGINS": self.base_url,
+            **(extra_env or {}),
         }
         self.redis_url = redis_url
 
     def _spawn(self, name: str, args: list[str]) -> None:
-        log = (self.workdir / f"{name}.log").open("wb")
+        log = (self.workdir / f"{name}.log").open("ab")
+        self.commands[name] = args
         self.processes[name] = subprocess.Popen(
             args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal the process and every one it started (its session's group), and wait for it."""
+        proc = self.processes[name]
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=60)
+
+    def respawn(self, name: str) -> None:
+        """Start the process again with the command it had (a container restarted by its supervisor)."""
+        self._spawn(name, self.commands[name])
+
     def start(self) -> None:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        with psycopg.connect(self.pg_admin_url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{self.db_name}"')
         client = redis.Redis.from_url(self.redis_url)
         claim = client.get("anneal-stack-claim")
@@ -133,11 +166,18 @@ class Stack:
             "gpu",
             [*celery, "-Q", "gpu", "-n", f"gpu-{self.port}@%h", "-c", "1", "--prefetch-multiplier", "1"],
         )
-        self._spawn("sandbox", [*celery, "-Q", "sandbox", "-n", f"sandbox-{self.port}@%h", "-c", "2"])
+        for host in range(self.sandbox_hosts):
+            name = "sandbox" if host == 0 else f"sandbox-{host}"
+            self._spawn(name, [*celery, "-Q", "sandbox", "-n", f"{name}-{self.port}@%h", "-c", "2"])
         # Long-lived replica supervisors (deployments): threads, since each only waits on its serving process.
         self._spawn(
             "serve", [*celery, "-Q", "serve", "-n", f"serve-{self.port}@%h", "-P", "threads", "-c", "8"]
         )
+        if self.beat:
+            schedule = str(self.workdir / "celerybeat-schedule")
+            self._spawn(
+                "beat", [sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat", "-s", schedule]
+            )
         self.wait_healthy()
 
     def wait_healthy(self, timeout_s: float = 120) -> dict:
@@ -203,6 +243,6 @@ class Stack:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        with psycopg.connect(self.pg_admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
         redis.Redis.from_url(self.redis_url).flushdb()  # the claim with it

@@ -9,12 +9,15 @@ How an attempt ends (anneal.training.state):
 - killed by a signal the worker did not send (SIGKILL, the OOM killer): requeued, and the next attempt resumes
   from the latest trainer checkpoint in the job's workdir; after settings.JOB_MAX_RESTARTS restarts it fails;
 - any other exit: failed, with the child's error;
+- the database unreachable (a restart, a failover): this process keeps watching and the child waits for it
+  (workers.db_outage), up to settings.DB_OUTAGE_S;
 - the worker is lost: Celery's prefork pool kills this process with its parent (PDEATHSIG), the child sees
   its parent gone and exits (gpu_jobs.control "abandon"), the heartbeats stop and beat's reaper requeues the
   job. Where this process outlives the worker above it (no PDEATHSIG), it requeues the job itself.
 """
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -25,13 +28,15 @@ import time
 from pathlib import Path
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connections
 
 from anneal.training.models import TERMINAL_STATES, Job, JobState
 from anneal.training.services import job_claim
 from anneal.training.state import attempt_end, job_child_started, job_heartbeat, job_limits_enforce
 from gpu_jobs.control import latest_checkpoint
+from workers.db_outage import through_outage
 
+logger = logging.getLogger(__name__)
 POLL_S = 1.0
 HEARTBEAT_S = 5.0
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,39 +118,52 @@ def _run_attempt(*, job_id: int) -> str:
             break
         except subprocess.TimeoutExpired:
             pass
-        close_old_connections()
-        row = Job.objects.filter(pk=job_id).values_list("state", "attempt").first()
-        if row is None or row[1] != attempt:
-            # The job was deleted, or requeued as presumed dead and taken by another attempt: leave it be.
-            _kill(child)
-            return "superseded"
-        state = row[0]
-        if state == JobState.CANCELLING:
-            _kill(child)
-            return attempt_end(job_id=job_id, attempt=attempt, state=JobState.CANCELLED)
-        if os.getppid() != parent:
-            _kill(child)
-            return attempt_end(
-                job_id=job_id,
-                attempt=attempt,
-                state=JobState.QUEUED,
-                reason=f"the worker process above {worker} was lost",
-            )
-        if state == JobState.RUNNING:
-            job_limits_enforce(job_id=job_id)
-        elif state in (JobState.PAUSING, JobState.STOPPING):
-            asked_at = asked_at or time.monotonic()
-            if time.monotonic() - asked_at > settings.JOB_STOP_GRACE_S:
-                # No step boundary came in time: it pauses or stops from its latest checkpoint instead.
+        try:
+            close_old_connections()
+            row = Job.objects.filter(pk=job_id).values_list("state", "attempt").first()
+            if row is None or row[1] != attempt:
+                # The job was deleted, or requeued as presumed dead and taken by another attempt: leave it be.
                 _kill(child)
-                killed_after_grace = True
-                returncode = child.returncode
-                break
-        if time.monotonic() - last_beat >= HEARTBEAT_S:
-            job_heartbeat(job_id=job_id, attempt=attempt)
-            last_beat = time.monotonic()
+                return "superseded"
+            state = row[0]
+            if state == JobState.CANCELLING:
+                _kill(child)
+                return attempt_end(job_id=job_id, attempt=attempt, state=JobState.CANCELLED)
+            if os.getppid() != parent:
+                _kill(child)
+                return attempt_end(
+                    job_id=job_id,
+                    attempt=attempt,
+                    state=JobState.QUEUED,
+                    reason=f"the worker process above {worker} was lost",
+                )
+            if state == JobState.RUNNING:
+                job_limits_enforce(job_id=job_id)
+            elif state in (JobState.PAUSING, JobState.STOPPING):
+                asked_at = asked_at or time.monotonic()
+                if time.monotonic() - asked_at > settings.JOB_STOP_GRACE_S:
+                    # No step boundary came in time: it pauses or stops from its latest checkpoint instead.
+                    _kill(child)
+                    killed_after_grace = True
+                    returncode = child.returncode
+                    break
+            if time.monotonic() - last_beat >= HEARTBEAT_S:
+                job_heartbeat(job_id=job_id, attempt=attempt)
+                last_beat = time.monotonic()
+        except (OperationalError, InterfaceError) as exc:
+            # The database is restarting or failing over: the child waits for it too (workers.db_outage), so
+            # keep watching; cancel, pause and heartbeats resume with the database.
+            logger.warning(
+                "job %s: database unreachable while watching the training process (%s)", job_id, exc
+            )
+            connections.close_all()
     _kill_group_leftovers(child.pid)
-    return _end(job_id=job_id, attempt=attempt, returncode=returncode, killed_after_grace=killed_after_grace)
+    return through_outage(
+        lambda: _end(
+            job_id=job_id, attempt=attempt, returncode=returncode, killed_after_grace=killed_after_grace
+        ),
+        what="ending the attempt",
+    )
 
 
 def _end(*, job_id: int, attempt: int, returncode: int, killed_after_grace: bool) -> str:

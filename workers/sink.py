@@ -15,6 +15,7 @@ from anneal.training.models import EventKind, Job
 from anneal.training.selectors import control_action
 from anneal.training.state import attempt_events_record, checkpoint_record
 from gpu_jobs.control import JobAbandoned
+from workers.db_outage import through_outage
 
 
 def _attempt_of(job_id: int) -> int:
@@ -32,13 +33,18 @@ class DjangoEventSink:
       their metric events, rollouts and evaluations are dropped, so each step is reported once.
     - Verification time (``verify_time/*`` metrics) adds up into the job's sandbox time, which is billed.
     - An alarm the job is set to pause on (spec ``pause_on_alarms``) asks the job to pause.
+    - The database unreachable (a restart, a failover): writes wait for it (workers.db_outage).
     """
 
     def __init__(self, *, job_id: int, attempt: int | None = None) -> None:
         self.job_id = job_id
         self.attempt = _attempt_of(job_id) if attempt is None else attempt
-        job = Job.objects.get(pk=job_id)
-        self.pause_on = alarms_that_pause(job.spec)
+        self.pause_on = alarms_that_pause(Job.objects.get(pk=job_id).spec)
+        self._load_reported()
+
+    def _load_reported(self) -> None:
+        """What earlier attempts (or a write whose acknowledgement an outage lost) already stored."""
+        job = Job.objects.get(pk=self.job_id)
         # The last step reported by an earlier attempt (-1: none yet, so step-0 metrics such as a profile pass).
         reported = job.events.filter(kind=EventKind.METRIC).exists()
         self.metric_until = self.resumed_until = job.step if reported else -1
@@ -78,11 +84,16 @@ class DjangoEventSink:
         return True
 
     def emit_many(self, events: list[tuple[str, dict]]) -> None:
-        events = [(kind, payload) for kind, payload in events if self._fresh(kind, payload)]
-        if not events:
-            return
+        def write_fresh() -> list[tuple[str, dict]]:
+            fresh = [(kind, payload) for kind, payload in events if self._fresh(kind, payload)]
+            if fresh:
+                self._write(fresh)
+            return fresh
+
         try:
-            self._write(events)
+            # A database outage is waited out; before each retry the markers are read again, so a write
+            # that did commit (its acknowledgement lost with the connection) is not written twice.
+            events = through_outage(write_fresh, what="writing events", before_retry=self._load_reported)
         finally:
             # Rollouts are reported from TRL's reward threads, which outlive the job in a host process (a
             # test's, or any that runs jobs in-process): their database connection would stay open, idle.
@@ -120,7 +131,9 @@ class DjangoJobControl:
     def requested(self) -> str | None:
         if os.getppid() != self.parent:
             return "abandon"
-        return control_action(job_id=self.job_id, attempt=self.attempt)
+        return through_outage(
+            lambda: control_action(job_id=self.job_id, attempt=self.attempt), what="reading the job's state"
+        )
 
 
 @functools.cache
@@ -143,6 +156,11 @@ class DjangoCheckpointStore:
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(local_dir, target)
-        checkpoint_record(job=self.job, step=step, location=str(target), code_version=code_version())
+        through_outage(
+            lambda: checkpoint_record(
+                job=self.job, step=step, location=str(target), code_version=code_version()
+            ),
+            what="recording a checkpoint",
+        )
         # The name inside the checkpoint store, not the server path: it goes out in events users read.
         return str(target.relative_to(settings.CHECKPOINT_DIR))

@@ -243,6 +243,8 @@ JOB_TEAM_MAX_RUNNING = env_int("ANNEAL_TEAM_MAX_RUNNING_JOBS", 2, minimum=1, max
 JOB_TEAM_MAX_DEVICES = env_int("ANNEAL_TEAM_MAX_DEVICES", 8, minimum=1, maximum=100_000)
 JOB_MAX_RESTARTS = env_int("ANNEAL_JOB_MAX_RESTARTS", 3, minimum=0, maximum=100)
 JOB_STOP_GRACE_S = env_int("ANNEAL_JOB_STOP_GRACE_S", 300, minimum=5)
+# How long a running job waits for an unreachable database (a restart, a failover) before its attempt fails.
+DB_OUTAGE_S = env_int("ANNEAL_DB_OUTAGE_S", 120, minimum=0)
 
 # Deployments (anneal.deployments): price in USD per million tokens (prompt + completion) and requests per
 # minute per API key, for each tier; a team's default monthly cap (0: none); the /v1 request limits; the
