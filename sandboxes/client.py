@@ -15,6 +15,16 @@ TASK_NAME = "sandbox.run_many"
 QUEUE = "sandbox"
 POLL_S = 0.25
 MAX_SENDS = 3  # a batch is sent to at most this many hosts before the client gives up
+OUTAGE_POLL_S = 1.0  # how often a client retries while Redis (broker and results) cannot be reached
+
+
+def _broker_down() -> tuple[type[BaseException], ...]:
+    """What Redis unreachable raises: redis-py's errors (results, heartbeats), kombu's (publishing)."""
+    from kombu.exceptions import OperationalError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return (OperationalError, RedisConnectionError, RedisTimeoutError, ConnectionError)
 
 
 class BatchLostError(RuntimeError):
@@ -56,11 +66,13 @@ class SandboxClient:
         self.max_batch = max_batch
         self.last_hosts: list[str] = []  # remote mode: the hosts seen running the last batch, in order
         self._celery: Any = None  # a Celery app in remote mode
+        self._down: tuple[type[BaseException], ...] = ()  # remote mode: what Redis unreachable raises
         self._stats_url = result_backend_url  # local mode: where the fleet's statistics are kept, if given
         if mode == "remote":
             from celery import Celery  # only remote clients pay for importing Celery
 
             self._celery = Celery("anneal-sandbox-client", broker=broker_url, backend=result_backend_url)
+            self._down = _broker_down()
 
     def run_many(self, requests: list[RunRequest], *, batch_id: str | None = None) -> list[RunResult]:
         """One result per request, in order.
@@ -110,11 +122,11 @@ class SandboxClient:
         kwargs = {"team": self.team} if self.team else {}
         self.last_hosts = []
         # Queue every part first, so that free hosts take them in parallel; then collect them in order.
+        deadline = time.monotonic() + self.timeout_s
         results = [
-            self._celery.send_task(TASK_NAME, args=payload, kwargs=kwargs, queue=self.queue, task_id=part_id)
+            self._send(payload, kwargs=kwargs, batch_id=part_id, deadline=deadline)
             for payload, part_id in zip(payloads, ids, strict=True)
         ]
-        deadline = time.monotonic() + self.timeout_s
         out: list[dict] = []
         for result, payload, part_id in zip(results, payloads, ids, strict=True):
             out.extend(
@@ -122,20 +134,47 @@ class SandboxClient:
             )
         return out
 
+    def _send(self, payload: list, *, kwargs: dict, batch_id: str, deadline: float):
+        """Queue the batch; while the broker cannot be reached (Redis restarting), again until `deadline`."""
+        while True:
+            try:
+                return self._celery.send_task(
+                    TASK_NAME, args=payload, kwargs=kwargs, queue=self.queue, task_id=batch_id
+                )
+            except self._down:
+                if time.monotonic() + OUTAGE_POLL_S > deadline:
+                    raise
+                time.sleep(OUTAGE_POLL_S)
+
     def _wait(self, result, *, payload: list, kwargs: dict, batch_id: str, deadline: float) -> list[dict]:
+        """The batch's result. A host whose heartbeat lapses without a result died: the batch goes out again
+        under the same id, so there is one result in the end. Redis unreachable (restarting): wait for it, then,
+        unless a host is running the batch or has finished it, send it again: a restart can lose a queued
+        message, a result the host could not store, or the message a host held when its connection broke."""
         from celery.exceptions import TimeoutError as CeleryTimeoutError
 
         redis = self._celery.backend.client
-        sends, seen_running = 1, None
+        sends, seen_running, outage = 1, None, False
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise CeleryTimeoutError(f"sandbox batch {batch_id} had no result after {self.timeout_s} s")
             try:
-                return result.get(timeout=min(POLL_S, remaining))
-            except CeleryTimeoutError:
-                pass
-            host = running_host(redis, batch_id)
+                try:
+                    return result.get(timeout=min(POLL_S, remaining))
+                except CeleryTimeoutError:
+                    pass
+                host = running_host(redis, batch_id)
+                lost = outage and host is None and not result.ready()
+            except self._down:
+                outage = True
+                time.sleep(min(OUTAGE_POLL_S, max(0.0, deadline - time.monotonic())))
+                continue
+            if lost:
+                result = self._send(payload, kwargs=kwargs, batch_id=batch_id, deadline=deadline)
+                outage, seen_running = False, None
+                continue
+            outage = False
             if host is not None:
                 if host != seen_running:
                     self.last_hosts.append(host)
@@ -146,5 +185,5 @@ class SandboxClient:
             if sends >= MAX_SENDS:
                 raise BatchLostError(f"sandbox batch {batch_id}: {sends} hosts died running it")
             # The host's heartbeat lapsed without a result: it died. Same id, so one result in the end.
-            self._celery.send_task(TASK_NAME, args=payload, kwargs=kwargs, queue=self.queue, task_id=batch_id)
+            result = self._send(payload, kwargs=kwargs, batch_id=batch_id, deadline=deadline)
             sends, seen_running = sends + 1, None

@@ -34,6 +34,7 @@ PREFIX = "anneal:sandbox:"
 LATENCY_WINDOW = 2000  # latest run durations kept per backend
 HOST_TTL_S = 900.0  # a host with no batch for this long leaves the fleet page
 LEASE_S = 600.0  # a lease outlives any batch a live host runs; a dead host's leases expire after this
+RELEASE_TRIES = 10  # a second apart: how long a host waits for Redis to give its leases back
 
 # Take `n` leases (ARGV[3..]) for one team if they fit under the quota; returns 1 when taken, 0 otherwise.
 _ACQUIRE = """
@@ -62,8 +63,14 @@ class Leases:
     members: list[str]
 
     def release(self) -> None:
-        if self.members:
-            self.redis.zrem(_team_key(self.team), *self.members)
+        """Give the runs back. Redis unreachable (restarting): tried again for RELEASE_TRIES s, then left to
+        lapse after LEASE_S; a batch that ran is never failed for it."""
+        for _ in range(RELEASE_TRIES if self.members else 0):
+            try:
+                self.redis.zrem(_team_key(self.team), *self.members)
+                return
+            except Exception:  # noqa: BLE001 - redis-py's ConnectionError and kin
+                time.sleep(1.0)
 
 
 def try_acquire(redis: Redis, *, team: str, runs: int, quota: int) -> Leases | None:

@@ -66,10 +66,14 @@ def broadcast_on_commit(group: str, events: list[dict]) -> None:
     events = json.loads(frame)["events"]
 
     def send() -> None:
-        try:
-            _sender.group_send(group, {"type": "job.events", "events": events, "frame": frame})
-        except Exception:
-            logger.exception("could not broadcast %d event(s) to %s", len(events), group)
+        # Twice: after Redis restarts, the first send goes out on a pooled connection the restart broke.
+        for tries_left in (1, 0):
+            try:
+                _sender.group_send(group, {"type": "job.events", "events": events, "frame": frame})
+                return
+            except Exception:
+                if not tries_left:
+                    logger.exception("could not broadcast %d event(s) to %s", len(events), group)
 
     transaction.on_commit(send)
 
