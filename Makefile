@@ -7,7 +7,7 @@ VENV := .venv
 # Touched after a successful install: the venv is rebuilt only when pyproject.toml is newer than this.
 STAMP := $(VENV)/.installed
 
-.PHONY: venv system system-test sandbox-image demo run test test-services lint layers gpu-resolve gpu-smoke clean
+.PHONY: venv system system-test sandbox-image demo run test chaos test-services lint layers gpu-resolve gpu-smoke clean
 
 venv: $(STAMP)
 
@@ -46,6 +46,10 @@ sandbox-image: system-test
 # The whole suite against PostgreSQL and Redis on 127.0.0.1. Extra pytest options: make test PYTEST_ARGS='-k foo'
 test: system-test test-services sandbox-image venv
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
+
+# Only the chaos drills (tests/chaos, also part of `make test`): services restarted mid-job, ~2 min.
+chaos: system-test test-services sandbox-image venv
+	$(VENV)/bin/pytest tests/chaos $(PYTEST_ARGS)
 
 lint: venv layers
 	$(VENV)/bin/ruff check .
