@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -52,6 +53,20 @@ def all_events(api, job_id: int, *, page_size: int = 500) -> list[dict]:
             return events
         events.extend(page)
         after = page[-1]["seq"]
+
+
+def assert_each_step_once(events: list[dict], job: dict, *, rollouts_per_step: int) -> None:
+    """Seqs 1..last_seq with no gap or repeat; every step's training metrics once, and each step's rollouts
+    ``rollouts_per_step`` times: what a job that was interrupted (and resumed, or waited) must still show."""
+    assert [e["seq"] for e in events] == list(range(1, job["last_seq"] + 1))
+    steps = [
+        e["payload"]["step"]
+        for e in events
+        if e["kind"] == "metric" and not any(k.startswith("eval/") for k in e["payload"])
+    ]
+    assert steps == list(range(1, job["max_steps"] + 1)), steps
+    rollouts = Counter(e["payload"]["step"] for e in events if e["kind"] == "rollout")
+    assert set(rollouts.values()) == {rollouts_per_step}, rollouts
 
 
 def claim_redis_db() -> str:

@@ -2,11 +2,10 @@
 answer, a job long enough for a fault to land mid-way, and the check that nothing was lost or counted twice."""
 
 import time
-from collections import Counter
 
 import psycopg
 
-from tests.stack import all_events, jsonl, wait_for
+from tests.stack import all_events, assert_each_step_once, jsonl, wait_for
 
 ROWS = [
     {"prompt": f"{a}+{b}=", "answer": str(a + b), "tests": [f"assert result == {a + b}"]}
@@ -95,16 +94,9 @@ def wait_finished(cluster, api, job_id: int, timeout_s: float = 600) -> dict:
 def assert_nothing_lost(api, job: dict) -> list[dict]:
     """Seqs 1..last_seq with no gap or repeat; every step's metrics once; every step's rollouts once each."""
     events = all_events(api, job["id"])
-    assert [e["seq"] for e in events] == list(range(1, job["last_seq"] + 1))
-    steps = [
-        e["payload"]["step"]
-        for e in events
-        if e["kind"] == "metric" and not any(k.startswith("eval/") for k in e["payload"])
-    ]
-    assert steps == list(range(1, job["max_steps"] + 1)), steps
-    rollouts = Counter(e["payload"]["step"] for e in events if e["kind"] == "rollout")
-    assert set(rollouts) == set(range(1, job["max_steps"] + 1)), rollouts
-    assert set(rollouts.values()) == {PARAMS["rollouts_per_step"]}, rollouts
+    assert_each_step_once(events, job, rollouts_per_step=PARAMS["rollouts_per_step"])
+    rollouts = {e["payload"]["step"] for e in events if e["kind"] == "rollout"}
+    assert rollouts == set(range(1, job["max_steps"] + 1)), rollouts
     states = [e["payload"]["state"] for e in events if e["kind"] == "state"]
     assert states[-1] == "succeeded", states
     return events

@@ -10,13 +10,12 @@ import os
 import signal
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.stack import all_events, wait_for
+from tests.stack import all_events, assert_each_step_once, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -36,16 +35,7 @@ LONG = 16
 
 
 def assert_reported_once(events: list[dict], job: dict) -> None:
-    """Seq 1..last_seq with no gap; every step's training metrics and rollouts reported exactly once."""
-    assert [e["seq"] for e in events] == list(range(1, job["last_seq"] + 1))
-    steps = [
-        e["payload"]["step"]
-        for e in events
-        if e["kind"] == "metric" and not any(k.startswith("eval/") for k in e["payload"])
-    ]
-    assert steps == list(range(1, job["max_steps"] + 1)), steps
-    rollouts = Counter(e["payload"]["step"] for e in events if e["kind"] == "rollout")
-    assert set(rollouts.values()) == {FAST["rollouts_per_step"]}, rollouts
+    assert_each_step_once(events, job, rollouts_per_step=FAST["rollouts_per_step"])
 
 
 @pytest.fixture(scope="module")
