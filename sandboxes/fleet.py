@@ -4,8 +4,9 @@ Both are kept where every sandbox host and the platform can see them (the Redis 
 the "sandbox.run_many" task on the hosts. `redis` is always a redis-py client.
 
 Quota: a team may have at most `quota` runs in flight across the fleet. A batch takes one lease per request
-(a member of a sorted set scored by its expiry, so a host that dies mid-batch frees its leases when they
-expire) or none at all; a batch larger than the quota is refused outright, since it could never start.
+(a member of a sorted set scored by its expiry) or none at all; a batch larger than the quota is refused
+outright, since it could never start. A holder renews its leases every LEASE_RENEW_S while it runs, so a host
+that dies mid-batch frees them within LEASE_S, and the batch re-sent to another host finds its room.
 
 Statistics: per backend, counters of runs by status and by sandbox profile and a capped list of the latest run
 durations, from which `snapshot` derives p50/p99 latency and error rates; queue depth is the length of the
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -33,7 +35,8 @@ if TYPE_CHECKING:
 PREFIX = "anneal:sandbox:"
 LATENCY_WINDOW = 2000  # latest run durations kept per backend
 HOST_TTL_S = 900.0  # a host with no batch for this long leaves the fleet page
-LEASE_S = 600.0  # a lease outlives any batch a live host runs; a dead host's leases expire after this
+LEASE_S = 15.0  # a lease lapses this long after its holder's latest renewal (a dead host's, for instance)
+LEASE_RENEW_S = 2.0  # how often a holder renews its leases
 RELEASE_TRIES = 10  # a second apart: how long a host waits for Redis to give its leases back
 
 # Take `n` leases (ARGV[3..]) for one team if they fit under the quota; returns 1 when taken, 0 otherwise.
@@ -56,11 +59,52 @@ def _team_key(team: str) -> str:
     return f"{PREFIX}team:{team}:leases"
 
 
+# Push the expiry of those of ARGV[3..] still held to ARGV[1] and the set's own to ARGV[2] seconds; a lease
+# already lapsed (its room maybe taken by another batch since) is not brought back.
+_RENEW = """
+for i = 3, #ARGV do redis.call('ZADD', KEYS[1], 'XX', ARGV[1], ARGV[i]) end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+
 @dataclass
 class Leases:
+    """A batch's runs under its team's quota. As a context manager: renewed while the body runs, released at
+    its end (whatever the end)."""
+
     redis: Redis
     team: str
     members: list[str]
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def __enter__(self) -> Leases:
+        self._renewer = threading.Thread(target=self._renew_until_stopped, daemon=True, name="lease-renewal")
+        self._renewer.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        self.release()
+
+    def renew(self) -> None:
+        """Push every lease's expiry to LEASE_S from now."""
+        if self.members:
+            self.redis.eval(
+                _RENEW, 1, _team_key(self.team), time.time() + LEASE_S, math.ceil(LEASE_S) + 60, *self.members
+            )
+
+    def _renew_until_stopped(self) -> None:
+        while not self._stop.wait(LEASE_RENEW_S):
+            try:
+                self.renew()
+            except Exception:  # noqa: BLE001 - Redis restarting: the next renewal, well inside LEASE_S, may land
+                pass
 
     def release(self) -> None:
         """Give the runs back. Redis unreachable (restarting): tried again for RELEASE_TRIES s, then left to

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from sandboxes import fleet
@@ -38,16 +39,14 @@ def run_batch(
     Returns None when `team` has no room for the batch under `quota` right now (the caller retries later);
     raises fleet.QuotaError when the batch could never fit. `redis` is a redis-py client.
     """
-    leases = None
+    held: AbstractContextManager = nullcontext()
     if team:
         leases = fleet.try_acquire(redis, team=team, runs=len(requests), quota=quota)
         if leases is None:
             return None
-    try:
+        held = leases  # renewed while the batch runs, released after it
+    with held:
         results = run_many_dicts(requests, backend, batch_id=batch_id, redis=redis)
-    finally:
-        if leases is not None:
-            leases.release()
     try:
         fleet.record(
             redis,

@@ -23,10 +23,10 @@ PARAMS = {
 FINISHED = ("succeeded", "failed", "cancelled", "stopped")
 
 
-def team_setup(cluster, name: str) -> tuple:
-    """(API client, launch body without the name) for a team of its own."""
+def team_setup(cluster, name: str, rows: list[dict] = ROWS) -> tuple:
+    """(API client, launch body without the name) for a team of its own, on a dataset of `rows`."""
     api = cluster.client(cluster.member(f"{name}-owner", team=name))
-    response = api.post("/datasets/uploads", data={"name": "sums"}, files={"file": ("d.jsonl", jsonl(ROWS))})
+    response = api.post("/datasets/uploads", data={"name": "sums"}, files={"file": ("d.jsonl", jsonl(rows))})
     assert response.status_code == 202, response.text
     upload_id = response.json()["id"]
     ready = wait_for(

@@ -46,6 +46,30 @@ def test_leases_of_a_dead_host_expire(store, monkeypatch):
     assert fleet.try_acquire(store, team=team, runs=2, quota=2) is not None
 
 
+def test_leases_held_by_a_live_holder_are_renewed_past_their_lease_time(store, monkeypatch):
+    team = unique("team")
+    monkeypatch.setattr(fleet, "LEASE_S", 0.4)
+    monkeypatch.setattr(fleet, "LEASE_RENEW_S", 0.1)
+    with fleet.try_acquire(store, team=team, runs=2, quota=2):
+        time.sleep(1.0)  # more than twice LEASE_S: only the renewals keep the runs held
+        assert fleet.in_flight(store, team=team) == 2
+        assert fleet.try_acquire(store, team=team, runs=1, quota=2) is None
+    assert fleet.in_flight(store, team=team) == 0  # released at the end of the body
+
+
+def test_a_lapsed_lease_is_not_brought_back_by_a_late_renewal(store, monkeypatch):
+    team = unique("team")
+    monkeypatch.setattr(fleet, "LEASE_S", 0.2)
+    stalled = fleet.try_acquire(store, team=team, runs=2, quota=2)  # its holder stalled past LEASE_S
+    time.sleep(0.3)
+    taken = fleet.try_acquire(store, team=team, runs=2, quota=2)
+    assert taken is not None, "the lapsed leases still held the room"
+    monkeypatch.setattr(fleet, "LEASE_S", 30.0)
+    stalled.renew()
+    assert fleet.in_flight(store, team=team) == 2, "the late renewal put runs over the quota"
+    taken.release()
+
+
 def test_a_batch_larger_than_the_quota_is_refused_with_the_numbers(store):
     with pytest.raises(
         fleet.QuotaError, match="batch of 9 runs is larger than team 't1'.s sandbox quota of 4"

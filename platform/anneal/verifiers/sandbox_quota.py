@@ -75,10 +75,8 @@ class TeamSandbox:
             leases = fleet.try_acquire(store, team=name, runs=len(part), quota=quota)
             if leases is None:
                 self._refuse(store, needed=len(part), quota=quota)
-            try:
+            with leases:  # renewed while the part runs, released after it
                 results.extend(self.client.run_many(part))
-            finally:
-                leases.release()
             self.runs += len(part)
         return results
 
