@@ -229,7 +229,7 @@ def _supervise(
                 replica_finish(replica_id=replica_id, error=_exit_reason(returncode, log_path, ready=ready))
                 return _state(replica_id)
             close_old_connections()
-            if worker_state.should_stop or worker_state.should_terminate:  # the worker is shutting down
+            if worker_stopping():
                 _stop_group(child)
                 replica_handover(replica_id=replica_id)
                 return _state(replica_id)
@@ -238,6 +238,9 @@ def _supervise(
                 _stop_group(child)
                 replica_finish(replica_id=replica_id)
                 return _state(replica_id)
+            if state in (ReplicaState.FAILED, ReplicaState.STOPPED):  # reaped while this worker was cut off
+                _stop_group(child)
+                return state
             if not ready:
                 health = replica_health(http, port=port, credential=credential)
                 if health.get("status") == "failed":  # the model would not load: no point waiting
@@ -263,6 +266,16 @@ def _supervise(
                 replica_heartbeat(replica_id=replica_id)
                 last_beat = time.monotonic()
             time.sleep(POLL_S)
+
+
+def worker_stopping() -> bool:
+    """Whether this Celery worker was asked to shut down (warm or cold). Celery sets the flag to the exit
+    status, 0 on a plain SIGTERM, so a truth test (or `in (None, False)`, as 0 == False) misses the most
+    common one."""
+    return any(
+        flag is not None and flag is not False
+        for flag in (worker_state.should_stop, worker_state.should_terminate)
+    )
 
 
 def replica_health(http: httpx.Client, *, port: int, credential: str) -> dict:

@@ -267,6 +267,8 @@ DEPLOY_GATE_MAX_DROP = float(env_decimal("ANNEAL_GATE_MAX_DROP", "0.05", minimum
 DEPLOY_GATE_MAX_ROWS = env_int("ANNEAL_GATE_MAX_ROWS", 64, minimum=1, maximum=100_000)
 DEPLOY_REPLICA_START_TIMEOUT_S = env_int("ANNEAL_REPLICA_START_TIMEOUT_S", 180, minimum=5)
 DEPLOY_REPLICA_HEARTBEAT_TIMEOUT_S = env_int("ANNEAL_REPLICA_HEARTBEAT_TIMEOUT_S", 60, minimum=10)
+# The reaper looks twice per timeout: a replica lost with its worker is replaced within 1.5 timeouts.
+CELERY_BEAT_SCHEDULE["reap-stale-replicas"]["schedule"] = min(30.0, DEPLOY_REPLICA_HEARTBEAT_TIMEOUT_S / 2)
 DEPLOY_BATCH_MAX_LINES = env_int("ANNEAL_BATCH_MAX_LINES", 50_000, minimum=1, maximum=10_000_000)
 # Replicas run the CPU server (gpu_jobs.serving, transformers) or, on GPU hosts, vLLM's OpenAI server.
 DEPLOY_SERVING_BACKEND = env_choice("ANNEAL_SERVING_BACKEND", "cpu", ("cpu", "vllm"))

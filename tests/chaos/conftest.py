@@ -1,5 +1,5 @@
 """One cluster for the chaos drills: the platform's processes (tests/stack.py) with two sandbox hosts and beat,
-on a PostgreSQL and a Redis of its own that the drills restart."""
+on a PostgreSQL and a Redis of its own that the drills restart, and a sandbox quota a step's batch fills."""
 
 import logging
 import os
@@ -34,6 +34,10 @@ def cluster(servers, tmp_path_factory):
         redis_url=servers["redis"].url,
         sandbox_hosts=2,
         beat=True,
+        # Every sandbox run fills a team's quota: a batch re-sent after its host died needs the room
+        # the dead host held.
+        # A replica lost with its serve worker is replaced within 15 s.
+        extra_env={"ANNEAL_SANDBOX_TEAM_QUOTA": "1", "ANNEAL_REPLICA_HEARTBEAT_TIMEOUT_S": "10"},
     )
     running.start()
     yield running

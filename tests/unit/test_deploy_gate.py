@@ -66,7 +66,43 @@ def test_a_scrambled_checkpoint_is_blocked_with_its_numbers(models):
 
 
 @pytest.mark.django_db
-def test_the_reaper_fails_a_replica_whose_worker_went_silent(world, tmp_path):
+def test_the_reaper_replaces_a_replica_whose_worker_went_silent_then_fails_a_crash_loop(world, tmp_path):
+    from django.utils import timezone
+
+    from anneal.deployments.models import Deployment, Replica
+    from anneal.deployments.services import MAX_REPLACEMENTS_PER_HOUR, replicas_reap_stale
+    from tests.world import checkpoint_create
+
+    checkpoint = checkpoint_create(team=world["core"], location=tmp_path / "ckpt", step=1)
+    deployment = Deployment.objects.create(team=world["core"], checkpoint=checkpoint, name="d", state="ready")
+    long_ago = timezone.now() - timezone.timedelta(hours=1)
+    silent = Replica.objects.create(
+        deployment=deployment, tier="standard", state="ready", heartbeat_at=long_ago
+    )
+    assert replicas_reap_stale(timeout_s=60) == 1
+    silent.refresh_from_db()
+    deployment.refresh_from_db()
+    assert (
+        silent.state == "failed" and silent.error == "no heartbeat from its serving worker for 60 s; replaced"
+    )
+    assert deployment.state == "ready", "the deployment failed although a restarted worker can serve it"
+    (replacement,) = deployment.replica_set.filter(state="starting")
+    assert replacement.tier == "standard" and replacement.worker == ""
+    # Each replacement's worker dies in turn: after MAX_REPLACEMENTS_PER_HOUR the deployment fails, with why.
+    for _ in range(MAX_REPLACEMENTS_PER_HOUR):
+        deployment.replica_set.filter(state="starting").update(state="ready", heartbeat_at=long_ago)
+        replicas_reap_stale(timeout_s=60)
+    deployment.refresh_from_db()
+    assert deployment.state == "failed"
+    assert (
+        "no heartbeat" in deployment.error
+        and f"({MAX_REPLACEMENTS_PER_HOUR} replicas replaced" in deployment.error
+    )
+    assert not deployment.replica_set.filter(state__in=("starting", "ready")).exists()
+
+
+@pytest.mark.django_db
+def test_the_reaper_fails_a_silent_replica_of_a_deployment_no_longer_serving(world, tmp_path):
     from django.utils import timezone
 
     from anneal.deployments.models import Deployment, Replica
@@ -74,15 +110,17 @@ def test_the_reaper_fails_a_replica_whose_worker_went_silent(world, tmp_path):
     from tests.world import checkpoint_create
 
     checkpoint = checkpoint_create(team=world["core"], location=tmp_path / "ckpt", step=1)
-    deployment = Deployment.objects.create(team=world["core"], checkpoint=checkpoint, name="d", state="ready")
+    deployment = Deployment.objects.create(
+        team=world["core"], checkpoint=checkpoint, name="d", state="draining"
+    )
     silent = Replica.objects.create(
         deployment=deployment,
         tier="standard",
-        state="ready",
+        state="draining",
         heartbeat_at=timezone.now() - timezone.timedelta(hours=1),
     )
     assert replicas_reap_stale(timeout_s=60) == 1
     silent.refresh_from_db()
     deployment.refresh_from_db()
-    assert silent.state == "failed" and "no heartbeat" in silent.error
-    assert deployment.state == "failed" and "no heartbeat" in deployment.error
+    assert silent.state == "stopped" and deployment.state == "stopped"
+    assert not deployment.replica_set.filter(state="starting").exists()

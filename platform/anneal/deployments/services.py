@@ -38,6 +38,8 @@ from anneal.training.models import Checkpoint
 MAX_REPLICAS = 4
 MAX_CONCURRENCY = 64
 LIVE_REPLICA_STATES = (ReplicaState.STARTING, ReplicaState.READY)
+MAX_REPLACEMENTS_PER_HOUR = 3  # replicas of one deployment lost with their worker and replaced, per hour
+REPLACED = "; replaced"  # how the error of a replica lost with its worker and replaced ends
 
 
 def _check_shape(*, tier: str, replicas: int, max_concurrency: int) -> None:
@@ -318,16 +320,37 @@ def replica_handover(*, replica_id: int) -> None:
 
 
 def replicas_reap_stale(*, timeout_s: int) -> int:
-    """Replicas whose supervising worker stopped heart-beating (it died with its task) count as failed."""
+    """Replicas whose supervising worker stopped heart-beating (it died, and its replica with it): each is
+    replaced while its deployment is meant to serve (a restarted worker takes the replacement), failed
+    otherwise."""
     cutoff = timezone.now() - timezone.timedelta(seconds=timeout_s)
     stale = Replica.objects.filter(
         state__in=(*LIVE_REPLICA_STATES, ReplicaState.DRAINING), heartbeat_at__lt=cutoff
     ).values_list("pk", flat=True)
-    count = 0
     for replica_id in list(stale):
-        replica_finish(replica_id=replica_id, error=f"no heartbeat from its serving worker for {timeout_s} s")
-        count += 1
-    return count
+        replica_lost(replica_id=replica_id, why=f"no heartbeat from its serving worker for {timeout_s} s")
+    return len(stale)
+
+
+@transaction.atomic
+def replica_lost(*, replica_id: int, why: str) -> None:
+    """The replica's worker died with it. While its deployment is meant to serve, the replica fails and a
+    replacement is queued for the next `serve` worker, up to MAX_REPLACEMENTS_PER_HOUR; past that (a worker
+    that dies each time it serves this deployment) the deployment fails, with why."""
+    replica = Replica.objects.select_for_update().select_related("deployment").get(pk=replica_id)
+    deployment = replica.deployment
+    recent = deployment.replica_set.filter(
+        error__endswith=REPLACED, stopped_at__gte=timezone.now() - timezone.timedelta(hours=1)
+    ).count()
+    serving = deployment.state in (DeploymentState.STARTING, DeploymentState.READY)
+    if replica.state not in LIVE_REPLICA_STATES or not serving or recent >= MAX_REPLACEMENTS_PER_HOUR:
+        more = f" ({recent} replicas replaced in the last hour)" if serving and recent else ""
+        replica_finish(replica_id=replica_id, error=why + more)
+        return
+    replicas_spawn(deployment=deployment, count=1, tier=replica.tier)
+    Replica.objects.filter(pk=replica_id).update(
+        state=ReplicaState.FAILED, error=f"{why}{REPLACED}", stopped_at=timezone.now()
+    )
 
 
 # --- keys, budgets and usage -------------------------------------------------------------------------------
