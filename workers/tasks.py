@@ -2,6 +2,7 @@
 
 from django.conf import settings
 
+from anneal.datasets.housekeeping import uploads_sweep
 from anneal.datasets.services import dataset_upload_ingest, dataset_upload_preview
 from anneal.deployments.batches import batch_run
 from anneal.deployments.services import replicas_reap_stale
@@ -62,6 +63,11 @@ def reap_stale_jobs() -> int:
 def dispatch_jobs() -> list[int]:
     # Launches, resumes and attempt ends dispatch at once; this catches what they could not (a lost message).
     return jobs_dispatch()
+
+
+@app.task(name="housekeeping.sweep_uploads")
+def sweep_uploads() -> dict[str, int]:
+    return uploads_sweep()
 
 
 @app.task(name="housekeeping.prune_rollouts")

@@ -57,6 +57,9 @@ PARQUET_MAX_COLUMNS = env_int("ANNEAL_PARQUET_MAX_COLUMNS", 1000, minimum=1, max
 REQUEST_MAX_BYTES = env_int("ANNEAL_REQUEST_MAX_MB", 10, minimum=1, maximum=10_000) * 1024 * 1024
 # An uploaded file past 1 MB goes to a temporary file on disk, never into memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+# ... in a folder beside the uploads (made at start-up), where the uploads sweep finds what a web process killed
+# mid-request left behind (anneal.datasets.housekeeping).
+FILE_UPLOAD_TEMP_DIR = str(UPLOAD_DIR / "receiving")
 
 # Uploads and dataset versions live in the folders above, or, with ANNEAL_S3_BUCKET set, in any S3-compatible
 # store (AWS S3, MinIO, Ceph, R2...) through django-storages, so web and workers may run on separate hosts.
@@ -202,6 +205,7 @@ CELERY_BEAT_SCHEDULE = {
     "dispatch-jobs": {"task": "housekeeping.dispatch_jobs", "schedule": 15.0},
     "prune-rollouts": {"task": "housekeeping.prune_rollouts", "schedule": 3600.0},
     "reap-stale-replicas": {"task": "deployments.reap_stale_replicas", "schedule": 30.0},
+    "sweep-uploads": {"task": "housekeeping.sweep_uploads", "schedule": 3600.0},
 }
 
 CHANNEL_LAYERS = {

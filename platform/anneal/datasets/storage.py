@@ -25,6 +25,7 @@ from anneal.datasets.ingest import read_rows as read_local_rows
 
 REMOTE_SCHEME = "s3://"
 DOWNLOAD_CHUNK = 1024 * 1024
+PARTIAL = ".partial"  # how a local upload being written is named until it is whole
 
 
 class StoredFileMissing(FileNotFoundError):
@@ -67,9 +68,17 @@ def store_upload(*, area: str, name: str, upload: File) -> str:
     folder = _local_folder(area)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    with path.open("wb") as out:
-        for chunk in upload.chunks():
-            out.write(chunk)
+    # Written under a name of its own and renamed when whole: a process killed mid-copy leaves a `.partial`
+    # file (swept by anneal.datasets.housekeeping), never a short file under the name a row may point to.
+    partial = path.with_name(path.name + PARTIAL)
+    try:
+        with partial.open("wb") as out:
+            for chunk in upload.chunks():
+                out.write(chunk)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     return str(path)
 
 
