@@ -7,7 +7,7 @@ VENV := .venv
 # Touched after a successful install: the venv is rebuilt only when pyproject.toml is newer than this.
 STAMP := $(VENV)/.installed
 
-.PHONY: venv system system-test sandbox-image demo run test chaos test-services lint layers gpu-resolve gpu-smoke clean
+.PHONY: venv system system-test sandbox-image demo run test chaos compose-up compose-smoke compose-down test-services lint layers gpu-resolve gpu-smoke clean
 
 venv: $(STAMP)
 
@@ -47,9 +47,21 @@ sandbox-image: system-test
 test: system-test test-services sandbox-image venv
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
 
-# Only the chaos drills (tests/chaos, also part of `make test`): services restarted mid-job, ~2 min.
+# Only the chaos drills (tests/chaos, also part of `make test`): services restarted and killed, ~5 min.
 chaos: system-test test-services sandbox-image venv
 	$(VENV)/bin/pytest tests/chaos $(PYTEST_ARGS)
+
+# docker-compose.yml for real on this machine's Docker API (Podman's), the image built from the Dockerfile on
+# a base made from Debian's packages (scripts/compose-up.sh); then the whole path through it; then down.
+# Not part of `make test` (the first build takes minutes). Extra `up` flags: make compose-up UP_ARGS='--scale sandbox=2'
+compose-up: system-test venv
+	@scripts/compose-up.sh up $(UP_ARGS)
+
+compose-smoke: venv
+	@scripts/compose-up.sh smoke
+
+compose-down:
+	@scripts/compose-up.sh down
 
 lint: venv layers
 	$(VENV)/bin/ruff check .

@@ -88,11 +88,22 @@ profiles() {
   build_image "$(profile_image sql-postgres)" python3,postgresql-15,python3-psycopg2
 }
 
+# The base of the platform's own image when no registry can be pulled from (scripts/compose-up.sh builds the
+# Dockerfile FROM it): Python with venv and bubblewrap for the Anneal services, and Debian's PostgreSQL and
+# Redis for the compose file's postgres and redis services (deploy/compose/local.yml).
+platform_base() {
+  need podman podman; need debootstrap debootstrap
+  write_conf
+  build_image "${ANNEAL_PLATFORM_BASE:-localhost/anneal-platform-base:bookworm}" \
+    python3,python3-venv,bubblewrap,libseccomp2,ca-certificates,passwd,postgresql-15,redis-server,procps
+}
+
 mkdir -p var/log
 case "${1:-all}" in
   service) service ;;
   image) image ;;
   profiles) profiles ;;
+  platform-base) platform_base ;;
   all) image; profiles; service ;;
-  *) echo "usage: $0 [service|image|profiles|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [service|image|profiles|platform-base|all]" >&2; exit 2 ;;
 esac

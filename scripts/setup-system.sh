@@ -29,7 +29,10 @@ TOOLCHAIN_PACKAGES=(gcc g++ libc6-dev nodejs librsvg2-bin libreoffice-calc-nogui
 #   docker-compose             Debian's 1.29.2: `docker-compose config` validates docker-compose.yml, no engine needed
 #   podman, runc, debootstrap, curl  the docker sandbox backend's engine (Podman's Docker API) and its image,
 #                              built from Debian packages by `make sandbox-image` (scripts/sandbox-image.sh)
-TEST_PACKAGES=(chromium chromium-driver docker-compose podman runc debootstrap curl)
+#   golang-github-containernetworking-plugin-dnsname  names of the compose cluster's containers in DNS on
+#                              Podman's CNI networks (`make compose-up`, scripts/compose-up.sh)
+TEST_PACKAGES=(chromium chromium-driver docker-compose podman runc debootstrap curl
+  golang-github-containernetworking-plugin-dnsname)
 
 profile=${1:-runtime}
 case "$profile" in

@@ -70,11 +70,13 @@ def free_port() -> int:
 
 
 # The replica runs in its own session (so a stop kills its whole group), which also shields it from signals
-# sent to the worker's group: this prelude asks the kernel to kill it when the worker dies, however it dies.
+# sent to the worker's group: this prelude asks the kernel to kill it when the worker dies, however it dies,
+# and exits if the worker (its first argument, a pid) already died. Not "its parent is pid 1": in a container
+# the worker is pid 1.
 _DIE_WITH_PARENT = (
     "import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGKILL); "
-    "os.getppid() == 1 and sys.exit('the serving worker is gone'); "
-    "os.execvp(sys.argv[1], sys.argv[1:])"
+    "os.getppid() != int(sys.argv[1]) and sys.exit('the serving worker is gone'); "
+    "os.execvp(sys.argv[2], sys.argv[2:])"
 )
 
 
@@ -102,7 +104,7 @@ def serving_argv(
         ]
     if sys.platform != "linux":
         return command
-    return [sys.executable, "-c", _DIE_WITH_PARENT, *command]
+    return [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command]
 
 
 # --- the regression gate --------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ Named users: owner (owner of team Core), expert (expert in Core), teammate (view
 of team Rivals). The replicas' processes are the integration tests' business (test_deploy_stack.py).
 """
 
+import os
 from decimal import Decimal
 
 import pytest
@@ -434,12 +435,37 @@ def test_replica_commands_for_the_cpu_server_and_for_vllm_on_gpu_hosts():
     }
     cpu = serving_argv(**shape)
     # A prelude that makes the kernel kill the replica with its worker, then the server itself.
-    assert cpu[:2] == [sys.executable, "-c"] and "prctl" in cpu[2]
-    assert cpu[3:6] == [sys.executable, "-m", "gpu_jobs.serving"]
+    assert cpu[:2] == [sys.executable, "-c"] and "prctl" in cpu[2] and cpu[3] == str(os.getpid())
+    assert cpu[4:7] == [sys.executable, "-m", "gpu_jobs.serving"]
     assert cpu[cpu.index("--tier") + 1] == "turbo" and cpu[cpu.index("--served-name") + 1] == "adder"
     assert cpu[cpu.index("--port") + 1] == "5123" and cpu[cpu.index("--max-concurrency") + 1] == "3"
     gpu = serving_argv(**shape, backend="vllm")
-    assert gpu[3:5] == ["vllm", "serve"] and "/models/ckpt" in gpu and gpu[gpu.index("--port") + 1] == "5123"
+    assert gpu[4:6] == ["vllm", "serve"] and "/models/ckpt" in gpu and gpu[gpu.index("--port") + 1] == "5123"
+
+
+def test_the_replica_prelude_serves_under_its_worker_even_as_pid_1_and_exits_when_the_worker_is_gone():
+    """In a container the serve worker is pid 1: the prelude checks for its own worker, not for pid 1."""
+    import subprocess
+    import sys
+
+    from workers.deploy import _DIE_WITH_PARENT
+
+    def run(worker_pid: int) -> subprocess.CompletedProcess:
+        command = [
+            sys.executable,
+            "-c",
+            _DIE_WITH_PARENT,
+            str(worker_pid),
+            sys.executable,
+            "-c",
+            "print('served')",
+        ]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+    served = run(os.getpid())
+    assert served.returncode == 0 and served.stdout == "served\n", served.stderr
+    gone = run(1)  # a worker that is not its parent: this one already died
+    assert gone.returncode == 1 and "the serving worker is gone" in gone.stderr
 
 
 def test_the_admin_lists_every_deployment_model_and_stops_deployments(world, ready):

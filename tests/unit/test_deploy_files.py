@@ -29,7 +29,9 @@ def services() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
 
 
-def compose_config(*, secret_key: str | None, tmp_path: Path) -> subprocess.CompletedProcess:
+def compose_config(
+    *, secret_key: str | None, tmp_path: Path, overrides: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     env = {key: value for key, value in os.environ.items() if key != "SECRET_KEY"}
     if secret_key is not None:
         env["SECRET_KEY"] = secret_key
@@ -41,6 +43,7 @@ def compose_config(*, secret_key: str | None, tmp_path: Path) -> subprocess.Comp
         str(tmp_path / "empty.env"),
         "-f",
         "docker-compose.yml",
+        *[arg for override in overrides for arg in ("-f", override)],
         "config",
         "-q",
     ]
@@ -81,14 +84,30 @@ def test_each_worker_consumes_its_own_queue(services: dict) -> None:
     assert services["web"]["command"][-1] == "anneal.asgi:application"
 
 
-def test_the_gpu_worker_alone_reserves_a_gpu_and_takes_one_job_at_a_time(services: dict) -> None:
-    gpu = services["gpu-worker"]
-    devices = gpu["deploy"]["resources"]["reservations"]["devices"]
+def test_the_gpu_worker_alone_reserves_a_gpu_on_a_gpu_host_and_takes_one_job_at_a_time(
+    services: dict,
+) -> None:
+    gpu_host = yaml.safe_load((ROOT / "deploy/compose/gpu.yml").read_text())["services"]
+    devices = gpu_host["gpu-worker"]["deploy"]["resources"]["reservations"]["devices"]
     assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
-    command = gpu["command"]
+    assert list(gpu_host) == ["gpu-worker"]
+    # Without the GPU file (a CPU-only host, `make compose-up` here) the gpu queue still has its worker.
+    assert not [name for name, service in services.items() if "deploy" in service]
+    command = services["gpu-worker"]["command"]
     assert command[command.index("-c") + 1] == "1"
     assert command[command.index("--prefetch-multiplier") + 1] == "1"
-    assert [name for name, service in services.items() if "deploy" in service] == ["gpu-worker"]
+
+
+def test_the_workers_and_sandbox_hosts_scale_out(services: dict) -> None:
+    """`docker compose up --scale sandbox=2 --scale worker=2`: no fixed name or host port in the way, and each
+    worker's Celery name is unique per container (%h, its hostname)."""
+    for name, service in services.items():
+        assert "container_name" not in service, name
+        if name != "web":
+            assert "ports" not in service, f"{name} publishes a host port: a second one could not start"
+    for name in ("worker", "sandbox", "gpu-worker"):
+        command = services[name]["command"]
+        assert command[command.index("-n") + 1].endswith("@%h"), name
 
 
 def test_settings_reach_every_anneal_service_through_the_environment(services: dict) -> None:
@@ -109,6 +128,13 @@ def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
 
 
 @needs_compose
+@pytest.mark.parametrize("override", ["deploy/compose/gpu.yml", "deploy/compose/local.yml"])
+def test_docker_compose_accepts_the_file_with_each_override(tmp_path: Path, override: str) -> None:
+    result = compose_config(secret_key="a-long-random-string", tmp_path=tmp_path, overrides=(override,))
+    assert result.returncode == 0, result.stderr
+
+
+@needs_compose
 def test_docker_compose_refuses_to_run_without_a_secret_key(tmp_path: Path) -> None:
     result = compose_config(secret_key=None, tmp_path=tmp_path)
     assert result.returncode != 0
@@ -119,7 +145,7 @@ def test_the_image_leaves_local_state_out_of_the_build_context() -> None:
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", "var"} <= set(ignored)
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert dockerfile.startswith("# ") and "FROM python:3.11-slim-bookworm" in dockerfile
+    assert dockerfile.startswith("# ") and "ARG BASE=python:3.11-slim-bookworm\nFROM ${BASE}" in dockerfile
     assert re.search(r"^USER anneal$", dockerfile, re.MULTILINE), "the processes must not run as root"
 
 

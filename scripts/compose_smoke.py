@@ -1,0 +1,158 @@
+"""The whole path through a running cluster (`make compose-smoke`, after `make compose-up`): a dataset uploaded,
+an exact-answer verifier and a sandboxed python_tests verifier, a short job trained to the end, its checkpoint
+deployed behind the regression gate, and one /v1 completion metered. Prints each stage's time; exits 1 naming
+the stage that failed.
+
+    python scripts/compose_smoke.py --url http://127.0.0.1:8000 --token TOKEN
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import httpx
+
+ROWS = [
+    {"prompt": f"{a}+{b}=", "answer": str(a + b), "tests": [f"assert result == {a + b}"]}
+    for a, b in [(12, 45), (33, 21), (70, 19), (41, 8), (25, 25), (60, 13)]
+]
+# Short, and a learning rate so small the checkpoint answers as its base model: the gate passes.
+PARAMS = {"max_steps": 4, "num_generations": 2, "prompts_per_step": 2, "max_completion_length": 4}
+PARAMS |= {"save_steps": 4, "learning_rate": 1e-9, "seed": 1}
+
+
+class SmokeFailed(Exception):
+    pass
+
+
+def wait(fetch, done, *, timeout_s: float, what: str) -> dict:
+    deadline = time.monotonic() + timeout_s
+    value = None
+    while time.monotonic() < deadline:
+        value = fetch()
+        if done(value):
+            return value
+        time.sleep(1)
+    raise SmokeFailed(f"{what} did not happen in {timeout_s:.0f} s; last seen: {json.dumps(value)[:500]}")
+
+
+def expect(response: httpx.Response, status: int, what: str) -> dict:
+    if response.status_code != status:
+        raise SmokeFailed(f"{what}: HTTP {response.status_code}: {response.text[:500]}")
+    return response.json()
+
+
+def run(url: str, token: str) -> None:
+    api = httpx.Client(base_url=f"{url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    stage = time.monotonic()
+
+    def done(name: str) -> None:
+        nonlocal stage
+        print(f"{name}: {time.monotonic() - stage:.1f} s", flush=True)
+        stage = time.monotonic()
+
+    body = "".join(json.dumps(row) + "\n" for row in ROWS).encode()
+    upload = expect(
+        api.post("/datasets/uploads", data={"name": "smoke sums"}, files={"file": ("sums.jsonl", body)}),
+        202,
+        "upload",
+    )
+    ready = wait(
+        lambda: api.get(f"/datasets/uploads/{upload['id']}").json(),
+        lambda u: u["state"] in ("ready", "failed", "review"),
+        timeout_s=120,
+        what="the ingest",
+    )
+    if ready["state"] != "ready":
+        raise SmokeFailed(f"the ingest ended {ready['state']}: {ready.get('errors')}")
+    done("upload and ingest")
+    exact = expect(
+        api.post("/verifiers", json={"name": "exact", "spec": {"type": "exact_match"}}), 201, "verifier"
+    )
+    tests_spec = {"type": "python_tests", "tests_field": "tests"}
+    tests = expect(api.post("/verifiers", json={"name": "tests", "spec": tests_spec}), 201, "verifier")
+    sample = {"row": ROWS[0], "completion": "57"}
+    preview = expect(
+        api.post("/verifiers/preview", json={"spec": tests_spec, "samples": [sample]}), 200, "preview"
+    )
+    if preview["results"][0]["score"] != 1.0:
+        raise SmokeFailed(f"the sandbox service scored a right answer {preview['results'][0]}")
+    print("  preview on the sandbox service: a right answer scores 1", flush=True)
+    done("verifiers")
+    job = expect(
+        api.post(
+            "/jobs",
+            json={
+                "name": "smoke",
+                "dataset_version": ready["dataset_version"],
+                "verifiers": [
+                    {"verifier_version": exact["versions"][0]["id"], "weight": 1.0},
+                    {"verifier_version": tests["versions"][0]["id"], "weight": 0.5},
+                ],
+                "params": PARAMS,
+            },
+        ),
+        201,
+        "job launch",
+    )
+    finished = wait(
+        lambda: api.get(f"/jobs/{job['id']}").json(),
+        lambda j: j["state"] in ("succeeded", "failed", "cancelled", "stopped"),
+        timeout_s=900,
+        what="the job",
+    )
+    if finished["state"] != "succeeded":
+        raise SmokeFailed(f"the job ended {finished['state']}: {finished.get('error')}")
+    done(f"job ({finished['step']} steps)")
+    checkpoint = max(finished["checkpoints"], key=lambda c: c["step"])
+    deployment = expect(
+        api.post("/deployments", json={"checkpoint": checkpoint["id"], "name": "smoke"}), 201, "deploy"
+    )
+    serving = wait(
+        lambda: api.get(f"/deployments/{deployment['id']}").json(),
+        lambda d: d["state"] in ("ready", "failed", "stopped"),
+        timeout_s=600,
+        what="the deployment",
+    )
+    if serving["state"] != "ready":
+        raise SmokeFailed(f"the deployment ended {serving['state']}: {serving.get('error')}")
+    done("deploy (gate and replica)")
+    key = expect(
+        api.post("/deployments/keys", json={"name": "smoke", "deployment": deployment["id"]}), 201, "key"
+    )
+    completion = expect(
+        httpx.post(
+            f"{url}/v1/completions",
+            headers={"Authorization": f"Bearer {key['key']}"},
+            json={"model": "smoke", "prompt": "33+21=", "max_tokens": 3, "temperature": 0},
+            timeout=120,
+        ),
+        200,
+        "/v1 completion",
+    )
+    usage = expect(api.get(f"/deployments/{deployment['id']}/usage"), 200, "usage")["totals"]
+    if usage["requests"] != 1:
+        raise SmokeFailed(f"one completion was metered as {usage['requests']} requests")
+    print(f"  completion {completion['choices'][0]['text']!r}, usage {completion['usage']}", flush=True)
+    done("/v1 completion")
+    api.post(f"/deployments/{deployment['id']}/stop")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--token", required=True)
+    args = parser.parse_args()
+    started = time.monotonic()
+    try:
+        run(args.url.rstrip("/"), args.token)
+    except (SmokeFailed, httpx.HTTPError) as exc:
+        print(f"smoke failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"smoke passed in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
