@@ -10,6 +10,7 @@
 #          wait for /healthz.
 #   smoke  scripts/compose_smoke.py against it: upload, verifier, job to the end, deploy, one /v1 completion.
 #   down   the cluster and its volumes removed.
+#   compose ARGS  docker-compose with this cluster's files and settings (ps, logs web, exec -T web ...).
 #
 # Settings: PORT (8000), COMPOSE_PROJECT_NAME (anneal), extra `up` arguments after the command (for example
 # `--scale sandbox=2 --scale worker=2`). The cluster's secrets are made once, in var/compose.env.
@@ -92,6 +93,9 @@ up() {
   secrets
   health_loop
   started=$SECONDS
+  # serve shares web's network namespace: were web recreated (a new image, a changed setting), Podman would
+  # refuse while serve holds it. Stopping serve first hands its replicas over to the serve started below.
+  compose rm -fsv serve >/dev/null 2>&1 || true
   compose up -d --no-build "$@"
   wait_healthz 600
   echo "up in $((SECONDS - started)) s"
@@ -109,9 +113,11 @@ mkdir -p var/log
 case "${1:-up}" in
   up) shift || true; up "$@" ;;
   smoke)
-    token=$(compose exec -T web python manage.py anneal_member --username "smoke-$(date +%s)" \
-      --organisation Smoke --team Smoke --role owner --token smoke | tail -1)
+    run=$(date +%s)  # a team of its own each time: names (verifiers, deployments) are unique per team
+    token=$(compose exec -T web python manage.py anneal_member --username "smoke-$run" \
+      --organisation Smoke --team "Smoke $run" --role owner --token smoke | tail -1)
     .venv/bin/python scripts/compose_smoke.py --url "http://127.0.0.1:$PORT" --token "$token" ;;
   down) down ;;
-  *) echo "usage: $0 [up [compose up flags]|smoke|down]" >&2; exit 2 ;;
+  compose) shift; compose "$@" ;;
+  *) echo "usage: $0 [up [compose up flags]|smoke|down|compose ARGS...]" >&2; exit 2 ;;
 esac
