@@ -166,6 +166,9 @@ def test_ci_runs_make_test() -> None:
         ("test", ".venv/bin/pytest tests"),
         ("lint", "ruff format --check"),
         ("gpu-resolve", "requirements/gpu.txt"),
+        ("compose-up", "scripts/compose-up.sh up"),
+        ("compose-smoke", "scripts/compose-up.sh smoke"),
+        ("compose-down", "scripts/compose-up.sh down"),
     ],
 )
 def test_make_targets_run_what_the_readme_says(target: str, expected: str) -> None:
