@@ -8,7 +8,8 @@
 #          read-only into the build); then `docker-compose up -d` with
 #          deploy/compose/local.yml (Debian's PostgreSQL and Redis in place of the official images), and a
 #          wait for /healthz.
-#   smoke  scripts/compose_smoke.py against it: upload, verifier, job to the end, deploy, one /v1 completion.
+#   smoke  scripts/compose_smoke.py against it: upload, verifier, job to the end, deploy, one /v1 completion;
+#          with --fault STAGE=COMMAND, a fault drill on the cluster (see that script).
 #   down   the cluster and its volumes removed.
 #   compose ARGS  docker-compose with this cluster's files and settings (ps, logs web, exec -T web ...).
 #
@@ -116,8 +117,9 @@ case "${1:-up}" in
     run=$(date +%s)  # a team of its own each time: names (verifiers, deployments) are unique per team
     token=$(compose exec -T web python manage.py anneal_member --username "smoke-$run" \
       --organisation Smoke --team "Smoke $run" --role owner --token smoke | tail -1)
-    .venv/bin/python scripts/compose_smoke.py --url "http://127.0.0.1:$PORT" --token "$token" ;;
+    shift
+    .venv/bin/python scripts/compose_smoke.py --url "http://127.0.0.1:$PORT" --token "$token" "$@" ;;
   down) down ;;
   compose) shift; compose "$@" ;;
-  *) echo "usage: $0 [up [compose up flags]|smoke|down|compose ARGS...]" >&2; exit 2 ;;
+  *) echo "usage: $0 [up [compose up flags]|smoke [--fault STAGE=COMMAND]|down|compose ARGS...]" >&2; exit 2 ;;
 esac

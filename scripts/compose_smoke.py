@@ -3,11 +3,16 @@ an exact-answer verifier and a sandboxed python_tests verifier, a short job trai
 deployed behind the regression gate, and one /v1 completion metered. Prints each stage's time; exits 1 naming
 the stage that failed.
 
-    python scripts/compose_smoke.py --url http://127.0.0.1:8000 --token TOKEN
+    python scripts/compose_smoke.py --url http://127.0.0.1:8000 --token TOKEN [--fault STAGE=COMMAND]
+
+A fault drill on the cluster: `--fault job="podman restart anneal_redis_1"` runs the command once the job has
+trained a step, `--fault serving="podman restart anneal_serve_1"` once the deployment is ready; the smoke must
+pass all the same, the job in its first attempt, the completion (retried while it answers 503) metered once.
 """
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 
@@ -26,15 +31,21 @@ class SmokeFailed(Exception):
     pass
 
 
-def wait(fetch, done, *, timeout_s: float, what: str) -> dict:
+def wait(fetch, done, *, timeout_s: float, what: str):
+    """fetch() until done(its value); a fetch that fails (the API down for a fault drill) is tried again."""
     deadline = time.monotonic() + timeout_s
     value = None
     while time.monotonic() < deadline:
-        value = fetch()
-        if done(value):
-            return value
+        try:
+            value = fetch()
+            if done(value):
+                return value
+        except (httpx.HTTPError, ValueError) as exc:
+            value = f"{type(exc).__name__}: {exc}"
         time.sleep(1)
-    raise SmokeFailed(f"{what} did not happen in {timeout_s:.0f} s; last seen: {json.dumps(value)[:500]}")
+    raise SmokeFailed(
+        f"{what} did not happen in {timeout_s:.0f} s; last seen: {json.dumps(value, default=str)[:500]}"
+    )
 
 
 def expect(response: httpx.Response, status: int, what: str) -> dict:
@@ -43,7 +54,13 @@ def expect(response: httpx.Response, status: int, what: str) -> dict:
     return response.json()
 
 
-def run(url: str, token: str) -> None:
+def inject(faults: dict[str, str], stage: str) -> None:
+    if stage in faults:
+        print(f"  fault at {stage}: {faults[stage]}", flush=True)
+        subprocess.run(faults[stage], shell=True, check=True, timeout=120)
+
+
+def run(url: str, token: str, faults: dict[str, str]) -> None:
     api = httpx.Client(base_url=f"{url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60)
     stage = time.monotonic()
 
@@ -96,6 +113,14 @@ def run(url: str, token: str) -> None:
         201,
         "job launch",
     )
+    if "job" in faults:
+        wait(
+            lambda: api.get(f"/jobs/{job['id']}").json(),
+            lambda j: j["step"] >= 1,
+            timeout_s=600,
+            what="step 1",
+        )
+        inject(faults, "job")
     finished = wait(
         lambda: api.get(f"/jobs/{job['id']}").json(),
         lambda j: j["state"] in ("succeeded", "failed", "cancelled", "stopped"),
@@ -104,6 +129,8 @@ def run(url: str, token: str) -> None:
     )
     if finished["state"] != "succeeded":
         raise SmokeFailed(f"the job ended {finished['state']}: {finished.get('error')}")
+    if finished["attempt"] != 1 or finished["step"] != PARAMS["max_steps"]:
+        raise SmokeFailed(f"the job ended at step {finished['step']} in attempt {finished['attempt']}")
     done(f"job ({finished['step']} steps)")
     checkpoint = max(finished["checkpoints"], key=lambda c: c["step"])
     deployment = expect(
@@ -121,16 +148,18 @@ def run(url: str, token: str) -> None:
     key = expect(
         api.post("/deployments/keys", json={"name": "smoke", "deployment": deployment["id"]}), 201, "key"
     )
-    completion = expect(
-        httpx.post(
+    inject(faults, "serving")
+
+    def call() -> httpx.Response:
+        return httpx.post(
             f"{url}/v1/completions",
             headers={"Authorization": f"Bearer {key['key']}"},
             json={"model": "smoke", "prompt": "33+21=", "max_tokens": 3, "temperature": 0},
             timeout=120,
-        ),
-        200,
-        "/v1 completion",
-    )
+        )
+
+    answer = wait(call, lambda r: r.status_code != 503, timeout_s=180, what="an answer that is not a 503")
+    completion = expect(answer, 200, "/v1 completion")
     usage = expect(api.get(f"/deployments/{deployment['id']}/usage"), 200, "usage")["totals"]
     if usage["requests"] != 1:
         raise SmokeFailed(f"one completion was metered as {usage['requests']} requests")
@@ -143,11 +172,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", required=True)
     parser.add_argument("--token", required=True)
+    parser.add_argument("--fault", action="append", default=[], metavar="STAGE=COMMAND")
     args = parser.parse_args()
+    faults = dict(fault.split("=", 1) for fault in args.fault)
+    unknown = set(faults) - {"job", "serving"}
+    if unknown:
+        parser.error(f"--fault stages are job and serving, not {', '.join(sorted(unknown))}")
     started = time.monotonic()
     try:
-        run(args.url.rstrip("/"), args.token)
-    except (SmokeFailed, httpx.HTTPError) as exc:
+        run(args.url.rstrip("/"), args.token, faults)
+    except (SmokeFailed, httpx.HTTPError, subprocess.SubprocessError) as exc:
         print(f"smoke failed: {exc}", file=sys.stderr)
         return 1
     print(f"smoke passed in {time.monotonic() - started:.0f} s")
