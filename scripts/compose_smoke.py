@@ -48,6 +48,15 @@ def wait(fetch, done, *, timeout_s: float, what: str):
     )
 
 
+def settle(api: httpx.Client, path: str, *, ended: tuple[str, ...], timeout_s: float, what: str) -> dict:
+    """GET `path` until its state is one of `ended`; SmokeFailed unless it is the first of them."""
+    value = wait(lambda: api.get(path).json(), lambda v: v["state"] in ended, timeout_s=timeout_s, what=what)
+    if value["state"] != ended[0]:
+        detail = value.get("error") or value.get("errors")
+        raise SmokeFailed(f"{what} ended {value['state']}: {detail}")
+    return value
+
+
 def expect(response: httpx.Response, status: int, what: str) -> dict:
     if response.status_code != status:
         raise SmokeFailed(f"{what}: HTTP {response.status_code}: {response.text[:500]}")
@@ -75,14 +84,8 @@ def run(url: str, token: str, faults: dict[str, str]) -> None:
         202,
         "upload",
     )
-    ready = wait(
-        lambda: api.get(f"/datasets/uploads/{upload['id']}").json(),
-        lambda u: u["state"] in ("ready", "failed", "review"),
-        timeout_s=120,
-        what="the ingest",
-    )
-    if ready["state"] != "ready":
-        raise SmokeFailed(f"the ingest ended {ready['state']}: {ready.get('errors')}")
+    uploaded = f"/datasets/uploads/{upload['id']}"
+    ready = settle(api, uploaded, ended=("ready", "failed", "review"), timeout_s=120, what="the ingest")
     done("upload and ingest")
     exact = expect(
         api.post("/verifiers", json={"name": "exact", "spec": {"type": "exact_match"}}), 201, "verifier"
@@ -121,14 +124,8 @@ def run(url: str, token: str, faults: dict[str, str]) -> None:
             what="step 1",
         )
         inject(faults, "job")
-    finished = wait(
-        lambda: api.get(f"/jobs/{job['id']}").json(),
-        lambda j: j["state"] in ("succeeded", "failed", "cancelled", "stopped"),
-        timeout_s=900,
-        what="the job",
-    )
-    if finished["state"] != "succeeded":
-        raise SmokeFailed(f"the job ended {finished['state']}: {finished.get('error')}")
+    ended = ("succeeded", "failed", "cancelled", "stopped")
+    finished = settle(api, f"/jobs/{job['id']}", ended=ended, timeout_s=900, what="the job")
     if finished["attempt"] != 1 or finished["step"] != PARAMS["max_steps"]:
         raise SmokeFailed(f"the job ended at step {finished['step']} in attempt {finished['attempt']}")
     done(f"job ({finished['step']} steps)")
@@ -136,14 +133,13 @@ def run(url: str, token: str, faults: dict[str, str]) -> None:
     deployment = expect(
         api.post("/deployments", json={"checkpoint": checkpoint["id"], "name": "smoke"}), 201, "deploy"
     )
-    serving = wait(
-        lambda: api.get(f"/deployments/{deployment['id']}").json(),
-        lambda d: d["state"] in ("ready", "failed", "stopped"),
+    settle(
+        api,
+        f"/deployments/{deployment['id']}",
+        ended=("ready", "failed", "stopped"),
         timeout_s=600,
         what="the deployment",
     )
-    if serving["state"] != "ready":
-        raise SmokeFailed(f"the deployment ended {serving['state']}: {serving.get('error')}")
     done("deploy (gate and replica)")
     key = expect(
         api.post("/deployments/keys", json={"name": "smoke", "deployment": deployment["id"]}), 201, "key"
