@@ -12,6 +12,8 @@ from __future__ import annotations
 from celery import Celery
 from django.db import transaction
 
+from anneal import broker  # noqa: F401  (installs the Redis transport every connection of the app uses)
+
 DATASET_INGEST = "datasets.ingest"
 DATASET_PREVIEW = "datasets.preview"
 JOB_RUN = "training.run_job"

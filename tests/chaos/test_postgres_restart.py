@@ -17,3 +17,4 @@ def test_postgres_restart_mid_job_loses_no_event(cluster, servers):
     done = wait_finished(cluster, api, job["id"])
     assert done["attempt"] == 1, "the job was restarted instead of waiting for the database"
     assert_nothing_lost(api, done)
+    cluster.wait_healthy(timeout_s=60)  # every process of the cluster rode it out (a later drill needs them)

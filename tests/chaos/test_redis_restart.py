@@ -25,6 +25,7 @@ def test_redis_restart_mid_job_the_job_finishes_and_the_page_shows_every_event_o
         skipped = watcher.skipped
     assert done["attempt"] == 1, "the job was restarted instead of riding out the Redis restart"
     assert_nothing_lost(api, done)
+    cluster.wait_healthy(timeout_s=60)  # every process of the cluster rode it out (a later drill needs them)
     assert len(applied) == len(set(applied)), "the page applied an event twice"
     assert sorted(applied + skipped) == list(range(1, done["last_seq"] + 1))
     assert watcher.sockets >= 2, "the page never lost its websocket: the drill did not reach it"

@@ -5,12 +5,9 @@ Workers consume a queue of their own (so no other test's worker takes these batc
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import redis
@@ -18,45 +15,9 @@ import redis
 from sandboxes.client import SandboxClient
 from sandboxes.remote import running_host
 from sandboxes.types import RunRequest, Status
+from tests.integration.sandbox_worker import Worker
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class Worker:
-    def __init__(self, *, name: str, queue: str, redis_url: str, log: Path) -> None:
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
-            "REDIS_URL": redis_url,
-            "ANNEAL_SANDBOX_POOL_SIZE": "2",
-        }
-        self.name = name
-        self.log = log
-        self._log_file = log.open("wb")
-        # solo pool: the worker process runs the batch itself, so SIGKILL takes the whole "host" down.
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", queue, "-n",
-             f"{name}@%h", "-P", "solo", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
-            cwd=ROOT, env=env, stdout=self._log_file, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-
-    def wait_ready(self, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited:\n{self.log.read_text()[-3000:]}")
-            if "ready." in self.log.read_text(errors="replace"):
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"{self.name} did not start:\n{self.log.read_text()[-3000:]}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self._log_file.close()
 
 
 @pytest.fixture
