@@ -13,8 +13,9 @@ document.addEventListener("anneal:job-event", (e) => window.__applied.push(e.det
 
 
 class Watcher:
-    def __init__(self, page) -> None:
+    def __init__(self, page, base_url: str) -> None:
         self.page = page
+        self.base_url = base_url
         self.sockets = 0
         self.skipped: list[int] = []
         page.on("websocket", self._opened)
@@ -29,14 +30,22 @@ class Watcher:
         except (TypeError, ValueError):
             pass
 
+    def open(self, job_id: int) -> None:
+        from playwright.sync_api import expect
+
+        self.page.goto(f"{self.base_url}/jobs/{job_id}/")
+        expect(self.page.locator("#conn-text")).to_have_text("live", timeout=60_000)
+
     def applied(self) -> list[int]:
         return self.page.evaluate("window.__applied")
 
 
 @contextmanager
-def watching(cluster, username: str, job_id: int):
-    """Sign in as ``username`` (password: the name twice) and open the job's page; yields a Watcher."""
-    from playwright.sync_api import expect, sync_playwright
+def watching(cluster, username: str):
+    """Start the browser and sign in as ``username`` (password: the name twice); yields a Watcher whose
+    ``open(job_id)`` opens the job's page. Signed in first, so a job launched after it is still young when its
+    page opens."""
+    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(headless=True, executable_path=CHROMIUM, args=ARGS)
@@ -48,9 +57,6 @@ def watching(cluster, username: str, job_id: int):
             page.click("button[type=submit]")
             page.wait_for_url(f"{cluster.base_url}/")
             page.add_init_script(RECORD)
-            watcher = Watcher(page)
-            page.goto(f"{cluster.base_url}/jobs/{job_id}/")
-            expect(page.locator("#conn-text")).to_have_text("live", timeout=60_000)
-            yield watcher
+            yield Watcher(page, cluster.base_url)
         finally:
             browser.close()

@@ -13,8 +13,9 @@ pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
 def test_redis_restart_mid_job_the_job_finishes_and_the_page_shows_every_event_once(cluster, servers):
     api, body = team_setup(cluster, "redis-drill")
-    job = launch(api, body, "redis restarted", max_steps=20)
-    with watching(cluster, "redis-drill-owner", job["id"]) as watcher:
+    with watching(cluster, "redis-drill-owner") as watcher:
+        job = launch(api, body, "redis restarted", max_steps=20)
+        watcher.open(job["id"])
         wait_step(cluster, job["id"], 3)
         servers["redis"].restart(down_s=3)
         done = wait_finished(cluster, api, job["id"])
