@@ -94,9 +94,6 @@ up() {
   secrets
   health_loop
   started=$SECONDS
-  # serve shares web's network namespace: were web recreated (a new image, a changed setting), Podman would
-  # refuse while serve holds it. Stopping serve first hands its replicas over to the serve started below.
-  compose rm -fsv serve >/dev/null 2>&1 || true
   compose up -d --no-build "$@"
   wait_healthz 600
   echo "up in $((SECONDS - started)) s"
@@ -105,8 +102,6 @@ up() {
 down() {
   if [ -s "$HEALTH_PID" ]; then kill "$(cat "$HEALTH_PID")" 2>/dev/null || true; rm -f "$HEALTH_PID"; fi
   [ -s "$ENV_FILE" ] || secrets
-  # serve shares web's network namespace: it goes first, or removing web fails and the volumes stay.
-  compose rm -fsv serve
   compose down -v --remove-orphans
 }
 

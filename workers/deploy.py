@@ -1,13 +1,16 @@
 """Deployments' worker side: the regression gate before a deployment starts, and one serving replica
 supervised per `serve` task, as workers/job_runner.py supervises a training child.
 
-A replica is `python -m gpu_jobs.serving ...` in its own process group on a free 127.0.0.1 port. It gets a
+A replica is `python -m gpu_jobs.serving ...` in its own process group on a free port of
+settings.DEPLOY_SERVE_BIND_HOST (127.0.0.1 unless the worker runs apart from web; then it records the address
+web reaches it at, advertised_host()). It gets a
 fresh credential in its environment (never argv: /proc/*/cmdline is world-readable) and answers only calls that
 send it, which the platform derives from the replica's row (Replica.credential). The task
 waits for its /health, marks it ready, heart-beats while it runs, stops it (the whole group) when the replica
 is set to draining, and marks it failed with the reason (the log's tail) when it dies or never comes up.
 """
 
+import ipaddress
 import json
 import os
 import signal
@@ -45,7 +48,20 @@ HEARTBEAT_S = 5.0
 STOP_GRACE_S = 10.0
 GATE_TIMEOUT_S = 900
 ROOT = Path(__file__).resolve().parents[1]
-HOST = "127.0.0.1"
+
+
+def bind_host() -> str:
+    return settings.DEPLOY_SERVE_BIND_HOST
+
+
+def advertised_host() -> str:
+    """The address web's /v1 proxy calls this worker's replicas at: the one set, else the bind address, else
+    (bound to every address) the one this host's name resolves to, its address on the cluster's network."""
+    if settings.DEPLOY_SERVE_ADVERTISE_HOST:
+        return settings.DEPLOY_SERVE_ADVERTISE_HOST
+    if not ipaddress.ip_address(bind_host()).is_unspecified:
+        return bind_host()
+    return socket.gethostbyname(socket.gethostname())
 
 
 def serving_dir() -> Path:
@@ -64,8 +80,9 @@ def serving_env(*, credential: str, backend: str) -> dict:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
+    family = socket.AF_INET6 if ":" in bind_host() else socket.AF_INET
+    with socket.socket(family) as sock:
+        sock.bind((bind_host(), 0))
         return sock.getsockname()[1]
 
 
@@ -92,13 +109,13 @@ def serving_argv(
             tier=tier,
             served_name=served_name,
             port=port,
-            host=HOST,
+            host=bind_host(),
             max_concurrency=max_concurrency,
         )
     else:
         command = [
             sys.executable,
-            *("-m", "gpu_jobs.serving", "--model", model_dir, "--tier", tier, "--host", HOST),
+            *("-m", "gpu_jobs.serving", "--model", model_dir, "--tier", tier, "--host", bind_host()),
             *("--port", str(port), "--served-name", served_name, "--max-concurrency", str(max_concurrency)),
             *("--prefix-cache-mb", str(settings.DEPLOY_PREFIX_CACHE_MB)),
         ]
@@ -184,10 +201,12 @@ def replica_run_supervised(*, replica_id: int) -> str:
     except OSError as exc:
         replica_finish(replica_id=replica_id, error=f"the serving process could not start: {exc}")
         return ReplicaState.FAILED
-    replica_started(replica_id=replica_id, host=HOST, port=port, pid=child.pid)
+    replica_started(replica_id=replica_id, host=advertised_host(), port=port, pid=child.pid)
+    # Its health is read at the address web calls it at, so a replica web cannot reach never turns ready.
+    base_url = Replica.objects.get(pk=replica_id).base_url
     try:
         return _supervise(
-            replica_id=replica_id, child=child, port=port, credential=credential, log_path=log_path
+            replica_id=replica_id, child=child, base_url=base_url, credential=credential, log_path=log_path
         )
     finally:
         _stop_group(child)
@@ -219,7 +238,7 @@ def replica_process_start(*, replica: Replica, port: int, log: IO[bytes]) -> tup
 
 
 def _supervise(
-    *, replica_id: int, child: subprocess.Popen, port: int, credential: str, log_path: Path
+    *, replica_id: int, child: subprocess.Popen, base_url: str, credential: str, log_path: Path
 ) -> str:
     started = time.monotonic()
     ready = False
@@ -244,7 +263,7 @@ def _supervise(
                 _stop_group(child)
                 return state
             if not ready:
-                health = replica_health(http, port=port, credential=credential)
+                health = replica_health(http, base_url=base_url, credential=credential)
                 if health.get("status") == "failed":  # the model would not load: no point waiting
                     _stop_group(child)
                     replica_finish(
@@ -280,10 +299,10 @@ def worker_stopping() -> bool:
     )
 
 
-def replica_health(http: httpx.Client, *, port: int, credential: str) -> dict:
+def replica_health(http: httpx.Client, *, base_url: str, credential: str) -> dict:
     """The replica's /health body: status "ok" once it serves, "loading" before, "failed" if it cannot."""
     try:
-        response = http.get(f"http://{HOST}:{port}/health", headers={"Authorization": f"Bearer {credential}"})
+        response = http.get(f"{base_url}/health", headers={"Authorization": f"Bearer {credential}"})
     except httpx.HTTPError:
         return {"status": "down"}
     if response.status_code == 200:  # vLLM answers 200 with an empty body

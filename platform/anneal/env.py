@@ -5,6 +5,7 @@ start-up with one clear line instead of a confusing failure later. A secret may 
 named by ``NAME_FILE`` (Docker and Kubernetes secrets).
 """
 
+import ipaddress
 import os
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -66,6 +67,19 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     value = env_str(name, default)
     if value not in choices:
         raise ImproperlyConfigured(f"{name}={value!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+def env_ip(name: str, default: str) -> str:
+    """An IP address (v4 or v6), e.g. the address a server binds; empty when the variable is set empty."""
+    value = env_str(name, default)
+    if value:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}={value!r}: expected an IP address, e.g. 127.0.0.1 or 0.0.0.0"
+            ) from None
     return value
 
 

@@ -13,6 +13,7 @@ from anneal.env import (
     env_choice,
     env_decimal,
     env_int,
+    env_ip,
     env_list,
     env_path,
     env_price_map,
@@ -276,6 +277,12 @@ CELERY_BEAT_SCHEDULE["reap-stale-replicas"]["schedule"] = min(30.0, DEPLOY_REPLI
 DEPLOY_BATCH_MAX_LINES = env_int("ANNEAL_BATCH_MAX_LINES", 50_000, minimum=1, maximum=10_000_000)
 # Replicas run the CPU server (gpu_jobs.serving, transformers) or, on GPU hosts, vLLM's OpenAI server.
 DEPLOY_SERVING_BACKEND = env_choice("ANNEAL_SERVING_BACKEND", "cpu", ("cpu", "vllm"))
+# The address a serve worker's replicas listen on, and the one each replica records for web's /v1 proxy to call.
+# Loopback (the default) needs web on the same host; on a cluster, bind 0.0.0.0 and the replica records this
+# host's own address (ANNEAL_SERVE_ADVERTISE_HOST, e.g. a pod's IP; by default the address the host's name
+# resolves to). Replicas answer only calls that carry their credential.
+DEPLOY_SERVE_BIND_HOST = env_ip("ANNEAL_SERVE_BIND_HOST", "127.0.0.1")
+DEPLOY_SERVE_ADVERTISE_HOST = env_ip("ANNEAL_SERVE_ADVERTISE_HOST", "")
 # MiB each CPU replica keeps for the KV cache of prompt prefixes that requests share (0: off; vLLM manages its
 # own, in GPU memory).
 DEPLOY_PREFIX_CACHE_MB = env_int("ANNEAL_PREFIX_CACHE_MB", 512, minimum=0, maximum=1_000_000)

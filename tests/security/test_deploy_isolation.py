@@ -69,10 +69,13 @@ def served(world, tmp_path):
     with log_path.open("ab") as log:
         child, credential = worker.replica_process_start(replica=replica, port=port, log=log)
     try:
-        services.replica_started(replica_id=replica.pk, host=worker.HOST, port=port, pid=child.pid)
+        services.replica_started(
+            replica_id=replica.pk, host=worker.advertised_host(), port=port, pid=child.pid
+        )
+        url = Replica.objects.get(pk=replica.pk).base_url
         with httpx.Client(timeout=2.0) as http:
             for _ in range(600):  # the worker's own health check, credential included
-                if worker.replica_health(http, port=port, credential=credential)["status"] == "ok":
+                if worker.replica_health(http, base_url=url, credential=credential)["status"] == "ok":
                     break
                 assert child.poll() is None, log_path.read_text()[-2000:]
                 time.sleep(0.2)
@@ -82,7 +85,7 @@ def served(world, tmp_path):
         yield {
             "deployment": deployment,
             "replica": Replica.objects.get(pk=replica.pk),
-            "url": f"http://{worker.HOST}:{port}",
+            "url": url,
             "credential": credential,
             "pid": child.pid,
         }

@@ -220,7 +220,7 @@ def test_web_probes_ask_healthz_with_a_host_django_accepts(objects: list[dict], 
                 (host,) = [h["value"] for h in get["httpHeaders"] if h["name"] == "Host"]
                 assert host in allowed, f"{container['name']} {probe}: Host {host} is not in ALLOWED_HOSTS"
                 probed += 1
-    assert probed == 6, "web and serve's Daphne, three probes each"
+    assert probed == 3, "web's Daphne, three probes"
 
 
 def test_the_secret_holds_placeholders_only(by_key: dict, config: dict) -> None:
@@ -299,10 +299,9 @@ def test_the_sandbox_worker_may_do_what_the_backend_calls_in_the_sandbox_namespa
     assert tokens == {"anneal-sandbox-worker": "anneal-sandbox-worker"}, "only it holds an API token"
 
 
-def test_beat_and_serve_stay_single_and_web_survives_a_drain(by_key: dict) -> None:
-    for name in ("anneal-beat", "anneal-serve"):
-        spec = by_key["Deployment", "anneal", name]["spec"]
-        assert (spec["replicas"], spec["strategy"]["type"]) == (1, "Recreate"), name
+def test_beat_stays_single_and_web_survives_a_drain(by_key: dict) -> None:
+    spec = by_key["Deployment", "anneal", "anneal-beat"]["spec"]
+    assert (spec["replicas"], spec["strategy"]["type"]) == (1, "Recreate")
     pdb = by_key["PodDisruptionBudget", "anneal", "anneal-web"]["spec"]
     web = by_key["Deployment", "anneal", "anneal-web"]["spec"]
     assert pdb["selector"] == web["selector"] and pdb["minAvailable"] < web["replicas"]
@@ -318,3 +317,16 @@ def test_only_the_gpu_worker_asks_for_gpus_one_per_job_it_runs_at_once(objects: 
     assert container["command"][container["command"].index("-c") + 1] == "1"
     spec = pod_spec(gpu)
     assert spec["nodeSelector"] and any(t["key"] == "nvidia.com/gpu" for t in spec["tolerations"])
+
+
+def test_replicas_record_their_pods_address_and_only_web_reaches_them(by_key: dict) -> None:
+    (serve,) = containers(by_key["Deployment", "anneal", "anneal-serve"])
+    env = {item["name"]: item for item in serve["env"]}
+    assert env["ANNEAL_SERVE_BIND_HOST"]["value"] == "0.0.0.0"
+    assert env["ANNEAL_SERVE_ADVERTISE_HOST"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    policy = by_key["NetworkPolicy", "anneal", "anneal-allow-replicas"]["spec"]
+    assert policy["podSelector"] == {"matchLabels": {"app.kubernetes.io/component": "serve"}}
+    (rule,) = policy["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/component": "web"}}}]
+    http = by_key["NetworkPolicy", "anneal", "anneal-allow-http"]["spec"]
+    assert http["podSelector"] == {"matchLabels": {"app.kubernetes.io/component": "web"}}

@@ -96,7 +96,8 @@ class Replica(models.Model):
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address
+        return f"http://{host}:{self.port}"
 
     @property
     def credential(self) -> str:
