@@ -8,6 +8,9 @@ the stage that failed.
 A fault drill on the cluster: `--fault job="podman restart anneal_redis_1"` runs the command once the job has
 trained a step, `--fault serving="podman restart anneal_serve_1"` once the deployment is ready; the smoke must
 pass all the same, the job in its first attempt, the completion (retried while it answers 503) metered once.
+`--fault upload="podman restart anneal_web_1"` first sends a 20 MB upload and runs the command half-way through
+its body: the upload must be refused cleanly (the connection drops, no upload appears) or taken whole (its
+ingest reads every row), and the same file uploaded again afterwards must be taken whole.
 """
 
 import argparse
@@ -25,6 +28,11 @@ ROWS = [
 # Short, and a learning rate so small the checkpoint answers as its base model: the gate passes.
 PARAMS = {"max_steps": 4, "num_generations": 2, "prompts_per_step": 2, "max_completion_length": 4}
 PARAMS |= {"save_steps": 4, "learning_rate": 1e-9, "seed": 1}
+
+
+BIG_ROWS = 20_000  # about 1 KB a row: 20 MB
+CHUNK = 256 * 1024
+BOUNDARY = "anneal-smoke-boundary"
 
 
 class SmokeFailed(Exception):
@@ -69,6 +77,68 @@ def inject(faults: dict[str, str], stage: str) -> None:
         subprocess.run(faults[stage], shell=True, check=True, timeout=120)
 
 
+def big_form(name: str) -> bytes:
+    data = b"".join(
+        json.dumps({"prompt": f"{n}+{n % 7}=", "answer": str(n + n % 7), "note": "x" * 1000}).encode() + b"\n"
+        for n in range(BIG_ROWS)
+    )
+    head = (
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="name"\r\n\r\n{name}\r\n'
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="big.jsonl"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    return head + data + f"\r\n--{BOUNDARY}--\r\n".encode()
+
+
+def upload_cut(url: str, token: str, body: bytes, faults: dict[str, str]) -> str:
+    """POST the form, streaming it, with the upload fault injected half-way through the body; what came back."""
+
+    def stream():
+        for start in range(0, len(body), CHUNK):
+            if start >= len(body) // 2 and "upload" in faults:
+                inject(faults, "upload")
+                del faults["upload"]  # once
+            yield body[start : start + CHUNK]
+
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": f"multipart/form-data; boundary={BOUNDARY}",
+        "Content-Length": str(len(body)),
+    }
+    try:
+        # A write stalled for 30 s is a dropped connection: Podman's port forwarder keeps the client's socket
+        # open after the container behind it is gone (a reverse proxy would answer 502 at once).
+        timeout = httpx.Timeout(180, write=30)
+        response = httpx.post(
+            f"{url}/api/v1/datasets/uploads", content=stream(), headers=headers, timeout=timeout
+        )
+    except (httpx.HTTPError, OSError) as exc:
+        return f"dropped ({type(exc).__name__})"
+    if response.status_code != 202:
+        raise SmokeFailed(f"the cut upload was answered {response.status_code}: {response.text[:300]}")
+    return "taken (202)"
+
+
+def upload_drill(api: httpx.Client, url: str, token: str, faults: dict[str, str]) -> None:
+    """The upload fault: a 20 MB upload cut by it is refused cleanly or taken whole, and is taken afterwards."""
+    name = f"smoke big {time.time_ns()}"
+    body = big_form(name)
+    print(f"  the upload cut by the fault: {upload_cut(url, token, body, dict(faults))}", flush=True)
+    wait(lambda: api.get("/datasets/uploads/list").json(), lambda page: isinstance(page, list), timeout_s=300,
+         what="the API back after the fault")  # fmt: skip
+    upload_cut(url, token, body, {})  # the same file again, whole
+    mine = [u for u in api.get("/datasets/uploads/list").json() if u["dataset_name"] == name]
+    for upload in mine:
+        ended = settle(api, f"/datasets/uploads/{upload['id']}", ended=("ready", "failed", "review"),
+                       timeout_s=600, what=f"upload {upload['id']}")  # fmt: skip
+        if ended["state"] != "ready" or ended["rows_valid"] != BIG_ROWS:
+            raise SmokeFailed(
+                f"upload {upload['id']} ended {ended['state']} with {ended['rows_valid']} of {BIG_ROWS} rows: "
+                "half-stored"
+            )
+    print(f"  {len(mine)} upload(s) of the file, each ingested whole ({BIG_ROWS} rows)", flush=True)
+
+
 def run(url: str, token: str, faults: dict[str, str]) -> None:
     api = httpx.Client(base_url=f"{url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60)
     stage = time.monotonic()
@@ -78,6 +148,9 @@ def run(url: str, token: str, faults: dict[str, str]) -> None:
         print(f"{name}: {time.monotonic() - stage:.1f} s", flush=True)
         stage = time.monotonic()
 
+    if "upload" in faults:
+        upload_drill(api, url, token, faults)
+        done("upload drill")
     body = "".join(json.dumps(row) + "\n" for row in ROWS).encode()
     upload = expect(
         api.post("/datasets/uploads", data={"name": "smoke sums"}, files={"file": ("sums.jsonl", body)}),
@@ -171,9 +244,9 @@ def main() -> int:
     parser.add_argument("--fault", action="append", default=[], metavar="STAGE=COMMAND")
     args = parser.parse_args()
     faults = dict(fault.split("=", 1) for fault in args.fault)
-    unknown = set(faults) - {"job", "serving"}
+    unknown = set(faults) - {"upload", "job", "serving"}
     if unknown:
-        parser.error(f"--fault stages are job and serving, not {', '.join(sorted(unknown))}")
+        parser.error(f"--fault stages are upload, job and serving, not {', '.join(sorted(unknown))}")
     started = time.monotonic()
     try:
         run(args.url.rstrip("/"), args.token, faults)
