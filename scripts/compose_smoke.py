@@ -77,11 +77,17 @@ def inject(faults: dict[str, str], stage: str) -> None:
         subprocess.run(faults[stage], shell=True, check=True, timeout=120)
 
 
-def big_form(name: str) -> bytes:
-    data = b"".join(
-        json.dumps({"prompt": f"{n}+{n % 7}=", "answer": str(n + n % 7), "note": "x" * 1000}).encode() + b"\n"
-        for n in range(BIG_ROWS)
+def big_dataset(rows: int = BIG_ROWS) -> bytes:
+    """JSONL sums of about 1 KB a row."""
+    pad = "x" * 1000
+    return b"".join(
+        json.dumps({"prompt": f"{n}+{n % 7}=", "answer": str(n + n % 7), "note": pad}).encode() + b"\n"
+        for n in range(rows)
     )
+
+
+def upload_form(name: str, data: bytes) -> bytes:
+    """The upload API's multipart body (a dataset name and a file), to stream with Content-Length set."""
     head = (
         f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="name"\r\n\r\n{name}\r\n'
         f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="big.jsonl"\r\n'
@@ -122,7 +128,7 @@ def upload_cut(url: str, token: str, body: bytes, faults: dict[str, str]) -> str
 def upload_drill(api: httpx.Client, url: str, token: str, faults: dict[str, str]) -> None:
     """The upload fault: a 20 MB upload cut by it is refused cleanly or taken whole, and is taken afterwards."""
     name = f"smoke big {time.time_ns()}"
-    body = big_form(name)
+    body = upload_form(name, big_dataset())
     print(f"  the upload cut by the fault: {upload_cut(url, token, body, dict(faults))}", flush=True)
     wait(lambda: api.get("/datasets/uploads/list").json(), lambda page: isinstance(page, list), timeout_s=300,
          what="the API back after the fault")  # fmt: skip

@@ -7,7 +7,6 @@ at the complete file, and the ingest reads every row). What a killed process lea
 refers to, is removed by the uploads sweep; and the same file uploaded again after the restart is taken.
 """
 
-import json
 import os
 import signal
 import threading
@@ -18,13 +17,12 @@ import httpx
 import psycopg
 import pytest
 
+from scripts.compose_smoke import BIG_ROWS, BOUNDARY, big_dataset, upload_form
 from tests.stack import wait_for
 
 pytestmark = pytest.mark.chaos
 
-ROWS = 20_000
 CHUNK = 256 * 1024
-BOUNDARY = "anneal-drill-boundary"
 # (signal, (when, at)): "body", `at` the share of the body sent before the kill; "after", `at` the share of the
 # time a clean upload takes from its last byte to its answer (parsing, storing, saving the row) before it.
 FAULTS = [
@@ -36,23 +34,6 @@ FAULTS = [
     (signal.SIGKILL, ("after", 0.9)),
     (signal.SIGKILL, ("after", 0.97)),
 ]
-
-
-def dataset() -> bytes:
-    pad = "x" * 1000  # about 1 KB a row: 20 MB in all
-    return b"".join(
-        json.dumps({"prompt": f"{n}+{n % 7}=", "answer": str(n + n % 7), "note": pad}).encode() + b"\n"
-        for n in range(ROWS)
-    )
-
-
-def form(name: str, data: bytes) -> bytes:
-    head = (
-        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="name"\r\n\r\n{name}\r\n'
-        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="big.jsonl"\r\n'
-        "Content-Type: application/octet-stream\r\n\r\n"
-    ).encode()
-    return head + data + f"\r\n--{BOUNDARY}--\r\n".encode()
 
 
 def upload(
@@ -111,8 +92,8 @@ def upload_rows(cluster, team_name: str) -> list[tuple]:
 def test_the_web_restarted_during_an_upload_refuses_it_cleanly_or_takes_it_whole(cluster):
     token = cluster.member("upload-drill-owner", team="upload-drill")
     api = cluster.client(token)
-    data = dataset()
-    body = form("big sums", data)
+    data = big_dataset()
+    body = upload_form("big sums", data)
     status, first, answer_s = upload(cluster, token, body)
     assert status == 202, first
     outcomes = [upload(cluster, token, body, kill=fault, answer_s=answer_s) for fault in FAULTS]
@@ -143,4 +124,4 @@ def test_the_web_restarted_during_an_upload_refuses_it_cleanly_or_takes_it_whole
             timeout_s=180,
             what=f"the ingest of upload {upload_id}",
         )
-        assert done["state"] == "ready" and done["rows_valid"] == ROWS, done
+        assert done["state"] == "ready" and done["rows_valid"] == BIG_ROWS, done
