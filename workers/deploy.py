@@ -31,6 +31,7 @@ from anneal.deployments.models import Deployment, DeploymentState, Replica, Repl
 from anneal.deployments.services import (
     deployment_claim_prepare,
     deployment_fail,
+    deployment_prepare_heartbeat,
     gate_record,
     replica_claim,
     replica_credential_issue,
@@ -166,19 +167,26 @@ def run_gate(*, deployment_id: int) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     out, log_path = workdir / "gate.json", workdir / "gate.log"
     out.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "workers.deploy_gate", str(deployment_id), str(out)]
+    if sys.platform == "linux":  # it dies with this worker, as a replica does
+        command = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command]
     with log_path.open("wb") as log:
+        child = subprocess.Popen(
+            command, cwd=ROOT, env=_child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        deadline = time.monotonic() + GATE_TIMEOUT_S
         try:
-            child = subprocess.run(
-                [sys.executable, "-m", "workers.deploy_gate", str(deployment_id), str(out)],
-                cwd=ROOT,
-                env=_child_env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=GATE_TIMEOUT_S,
-                start_new_session=True,
-            )
-        except subprocess.TimeoutExpired:
-            raise GateError(f"the evaluation took longer than {GATE_TIMEOUT_S} s") from None
+            # The heartbeat tells beat's reaper this preparation is alive (deployments_reap_stale_prepares).
+            while child.poll() is None:
+                if time.monotonic() > deadline:
+                    raise GateError(f"the evaluation took longer than {GATE_TIMEOUT_S} s")
+                deployment_prepare_heartbeat(deployment_id=deployment_id)
+                try:
+                    child.wait(timeout=HEARTBEAT_S)
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            _stop_group(child)
     if child.returncode != 0 or not out.exists():
         tail = log_path.read_text(errors="replace")[-1500:]
         raise GateError(f"the evaluation exited with status {child.returncode}: {tail}")

@@ -5,7 +5,7 @@ from django.conf import settings
 from anneal.datasets.housekeeping import uploads_sweep
 from anneal.datasets.services import dataset_upload_ingest, dataset_upload_preview
 from anneal.deployments.batches import batch_run
-from anneal.deployments.services import replicas_reap_stale
+from anneal.deployments.services import deployments_reap_stale_prepares, replicas_reap_stale
 from anneal.training.dispatch import jobs_dispatch
 from anneal.training.housekeeping import jobs_reap_stale, rollouts_prune
 from sandboxes.service import run_batch
@@ -94,4 +94,6 @@ def batch_run_task(batch_id: int) -> str:
 
 @app.task(name="deployments.reap_stale_replicas")
 def reap_stale_replicas() -> int:
-    return replicas_reap_stale(timeout_s=settings.DEPLOY_REPLICA_HEARTBEAT_TIMEOUT_S)
+    # Replicas whose worker went silent, and preparations (the regression gate) whose worker did.
+    timeout_s = settings.DEPLOY_REPLICA_HEARTBEAT_TIMEOUT_S
+    return replicas_reap_stale(timeout_s=timeout_s) + deployments_reap_stale_prepares(timeout_s=timeout_s)

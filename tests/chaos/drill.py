@@ -100,3 +100,18 @@ def assert_nothing_lost(api, job: dict) -> list[dict]:
     states = [e["payload"]["state"] for e in events if e["kind"] == "state"]
     assert states[-1] == "succeeded", states
     return events
+
+
+def wait_ready(cluster, api, deployment_id: int, *, besides: set[int] = frozenset()) -> dict:
+    """The deployment once a replica other than `besides` is ready (it fails the drill if it failed)."""
+    detail = wait_for(
+        lambda: api.get(f"/deployments/{deployment_id}").json(),
+        lambda d: (
+            d["state"] in ("failed", "stopped")
+            or any(r["state"] == "ready" and r["id"] not in besides for r in d["replica_set"])
+        ),
+        timeout_s=180,
+        what="a ready replica",
+    )
+    assert detail["state"] == "ready", f"{detail['state']}: {detail['error']}\n{cluster.log_tail('serve')}"
+    return detail

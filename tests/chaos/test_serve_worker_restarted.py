@@ -12,8 +12,7 @@ import time
 import httpx
 import pytest
 
-from tests.chaos.drill import launch, team_setup, wait_finished
-from tests.stack import wait_for
+from tests.chaos.drill import launch, team_setup, wait_finished, wait_ready
 
 pytestmark = pytest.mark.chaos
 
@@ -75,21 +74,6 @@ def deployed(cluster, api, body) -> tuple[dict, str]:
     key = api.post("/deployments/keys", json={"name": "app", "deployment": ready["id"]})
     assert key.status_code == 201, key.text
     return ready, key.json()["key"]
-
-
-def wait_ready(cluster, api, deployment_id: int, *, besides: set[int] = frozenset()) -> dict:
-    """The deployment once a replica other than `besides` is ready (it fails the drill if it failed)."""
-    detail = wait_for(
-        lambda: api.get(f"/deployments/{deployment_id}").json(),
-        lambda d: (
-            d["state"] in ("failed", "stopped")
-            or any(r["state"] == "ready" and r["id"] not in besides for r in d["replica_set"])
-        ),
-        timeout_s=180,
-        what="a ready replica",
-    )
-    assert detail["state"] == "ready", f"{detail['state']}: {detail['error']}\n{cluster.log_tail('serve')}"
-    return detail
 
 
 def ready_ids(detail: dict) -> set[int]:

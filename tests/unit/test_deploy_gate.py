@@ -124,3 +124,47 @@ def test_the_reaper_fails_a_silent_replica_of_a_deployment_no_longer_serving(wor
     deployment.refresh_from_db()
     assert silent.state == "stopped" and deployment.state == "stopped"
     assert not deployment.replica_set.filter(state="starting").exists()
+
+
+@pytest.mark.django_db
+def test_a_preparation_lost_with_its_worker_is_started_again_then_fails_with_why(
+    world, tmp_path, django_capture_on_commit_callbacks
+):
+    from django.utils import timezone
+
+    from anneal.deployments.models import Deployment, Replica
+    from anneal.deployments.services import (
+        MAX_PREPARE_ATTEMPTS,
+        deployment_claim_prepare,
+        deployments_reap_stale_prepares,
+    )
+    from tests.world import checkpoint_create
+
+    checkpoint = checkpoint_create(team=world["core"], location=tmp_path / "ckpt", step=1)
+    lost = Deployment.objects.create(team=world["core"], checkpoint=checkpoint, name="lost")
+    alive = Deployment.objects.create(team=world["core"], checkpoint=checkpoint, name="alive")
+    serving = Deployment.objects.create(team=world["core"], checkpoint=checkpoint, name="serving")
+    for deployment in (lost, alive, serving):
+        assert deployment_claim_prepare(deployment_id=deployment.pk)
+    Replica.objects.create(deployment=serving, tier="standard", state="starting")
+    long_ago = timezone.now() - timezone.timedelta(hours=1)
+    Deployment.objects.filter(pk__in=(lost.pk, serving.pk)).update(prepare_heartbeat_at=long_ago)
+
+    with django_capture_on_commit_callbacks() as sent:
+        assert deployments_reap_stale_prepares(timeout_s=60) == 1
+    lost.refresh_from_db()
+    assert lost.state == "pending" and lost.prepare_attempts == 1 and len(sent) == 1
+    assert lost.error == (
+        "its preparation (the regression gate) stopped: no heartbeat from its worker for 60 s; started again"
+    )
+    assert Deployment.objects.get(pk=alive.pk).state == "starting", "a preparation heart-beating was touched"
+    assert Deployment.objects.get(pk=serving.pk).state == "starting", "a deployment with replicas was touched"
+    # Each new preparation's worker dies in turn: after MAX_PREPARE_ATTEMPTS the deployment fails, with why.
+    for _ in range(2, MAX_PREPARE_ATTEMPTS + 1):
+        assert deployment_claim_prepare(deployment_id=lost.pk)
+        Deployment.objects.filter(pk=lost.pk).update(prepare_heartbeat_at=long_ago)
+        with django_capture_on_commit_callbacks() as sent:
+            deployments_reap_stale_prepares(timeout_s=60)
+    lost.refresh_from_db()
+    assert lost.prepare_attempts == MAX_PREPARE_ATTEMPTS and not sent
+    assert lost.state == "failed" and lost.error.endswith(f"for 60 s, {MAX_PREPARE_ATTEMPTS} times")

@@ -42,6 +42,11 @@ class Deployment(models.Model):
     error = models.TextField(blank=True)
     # An owner let it through a regression gate that blocked it (audited as deployment.gate_override).
     gate_overridden = models.BooleanField(default=False)
+    # The preparation (regression gate, then replicas) by a default worker: its heartbeat while the gate runs,
+    # and how many times it was claimed. A preparation whose worker went silent is started again by beat's
+    # reaper, up to MAX_PREPARE_ATTEMPTS (anneal.deployments.services).
+    prepare_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    prepare_attempts = models.PositiveSmallIntegerField(default=0)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True)
     created_at = models.DateTimeField(auto_now_add=True)
     ready_at = models.DateTimeField(null=True, blank=True)

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from anneal.accounts.models import Role, Team
@@ -39,6 +40,7 @@ MAX_REPLICAS = 4
 MAX_CONCURRENCY = 64
 LIVE_REPLICA_STATES = (ReplicaState.STARTING, ReplicaState.READY)
 MAX_REPLACEMENTS_PER_HOUR = 3  # replicas of one deployment lost with their worker and replaced, per hour
+MAX_PREPARE_ATTEMPTS = 3  # preparations of one deployment claimed, the last ones lost with their worker
 REPLACED = "; replaced"  # how the error of a replica lost with its worker and replaced ends
 
 
@@ -110,10 +112,52 @@ def deployment_claim_prepare(*, deployment_id: int) -> bool:
     """pending -> starting; False when another worker claimed it or it was stopped meanwhile."""
     return (
         Deployment.objects.filter(pk=deployment_id, state=DeploymentState.PENDING).update(
-            state=DeploymentState.STARTING, error=""
+            state=DeploymentState.STARTING,
+            error="",
+            prepare_heartbeat_at=timezone.now(),
+            prepare_attempts=F("prepare_attempts") + 1,
         )
         == 1
     )
+
+
+def deployment_prepare_heartbeat(*, deployment_id: int) -> None:
+    Deployment.objects.filter(pk=deployment_id, state=DeploymentState.STARTING).update(
+        prepare_heartbeat_at=timezone.now()
+    )
+
+
+def deployments_reap_stale_prepares(*, timeout_s: int) -> int:
+    """Deployments whose preparation was lost with its worker (starting, no replica yet, no heartbeat for
+    `timeout_s`; its message is not redelivered before Redis's visibility timeout, and would find it claimed):
+    each goes back to pending and is sent again, up to MAX_PREPARE_ATTEMPTS; past that it fails, with why."""
+    cutoff = timezone.now() - timezone.timedelta(seconds=timeout_s)
+    stale = (
+        Deployment.objects.filter(state=DeploymentState.STARTING, replica_set__isnull=True)
+        .filter(
+            Q(prepare_heartbeat_at__lt=cutoff) | Q(prepare_heartbeat_at__isnull=True, created_at__lt=cutoff)
+        )
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+    for deployment_id in list(stale):
+        deployment_prepare_lost(deployment_id=deployment_id, timeout_s=timeout_s)
+    return len(stale)
+
+
+@transaction.atomic
+def deployment_prepare_lost(*, deployment_id: int, timeout_s: int) -> None:
+    deployment = Deployment.objects.select_for_update().get(pk=deployment_id)
+    if deployment.state != DeploymentState.STARTING or deployment.replica_set.exists():
+        return  # it moved on meanwhile
+    why = f"its preparation (the regression gate) stopped: no heartbeat from its worker for {timeout_s} s"
+    if deployment.prepare_attempts >= MAX_PREPARE_ATTEMPTS:
+        deployment_fail(deployment_id=deployment_id, error=f"{why}, {deployment.prepare_attempts} times")
+        return
+    Deployment.objects.filter(pk=deployment_id).update(
+        state=DeploymentState.PENDING, error=f"{why}; started again"
+    )
+    enqueue(DEPLOYMENT_PREPARE, deployment_id)
 
 
 @transaction.atomic
