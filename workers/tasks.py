@@ -4,7 +4,7 @@ from django.conf import settings
 
 from anneal.datasets.housekeeping import uploads_sweep
 from anneal.datasets.services import dataset_upload_ingest, dataset_upload_preview
-from anneal.deployments.batches import batch_run
+from anneal.deployments.batch_runs import batch_run, batches_reap_stale
 from anneal.deployments.services import deployments_reap_stale_prepares, replicas_reap_stale
 from anneal.training.dispatch import jobs_dispatch
 from anneal.training.housekeeping import jobs_reap_stale, rollouts_prune
@@ -89,11 +89,15 @@ def replica_serve_task(replica_id: int) -> str:
 
 @app.task(name="deployments.run_batch", acks_late=True)
 def batch_run_task(batch_id: int) -> str:
-    return batch_run(batch_id=batch_id)
+    return batch_run(batch_id=batch_id, stale_after_s=settings.DEPLOY_REPLICA_HEARTBEAT_TIMEOUT_S)
 
 
 @app.task(name="deployments.reap_stale_replicas")
 def reap_stale_replicas() -> int:
-    # Replicas whose worker went silent, and preparations (the regression gate) whose worker did.
+    # Replicas whose worker went silent, and the preparations (the regression gate) and batch runs whose did.
     timeout_s = settings.DEPLOY_REPLICA_HEARTBEAT_TIMEOUT_S
-    return replicas_reap_stale(timeout_s=timeout_s) + deployments_reap_stale_prepares(timeout_s=timeout_s)
+    return (
+        replicas_reap_stale(timeout_s=timeout_s)
+        + deployments_reap_stale_prepares(timeout_s=timeout_s)
+        + batches_reap_stale(timeout_s=timeout_s)
+    )

@@ -4,18 +4,14 @@ many at once as the deployment allows), and writes a results file and an errors 
 
 Every line's errors name the line, so a bad file is fixed in one go.
 
-Past 400 lines: the /v1 batch files and batches, from upload to the worker's run, one flow kept together;
-the worker's run is the part to move out (and the module to rename batch_services.py).
+The worker's run (sending the lines, resuming a batch whose worker died) is in batch_runs.py.
 """
 
-import asyncio
 import json
-import time
 import uuid
 from pathlib import Path
 from typing import IO
 
-import httpx
 from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
@@ -27,20 +23,13 @@ from anneal.deployments.models import (
     BatchFile,
     BatchJob,
     BatchState,
-    Deployment,
     DeploymentKey,
-    DeploymentState,
     Tier,
 )
 from anneal.deployments.openai_shape import OpenAIError, check_request
 from anneal.deployments.selectors import (
-    budget_reached,
     deployments_for_key,
-    ready_replicas,
-    team_budget_cap,
-    team_spend_month,
 )
-from anneal.deployments.services import usage_record
 from anneal.errors import NUL_MESSAGE, holds_nul
 from anneal.tasks import BATCH_RUN, enqueue
 
@@ -57,7 +46,7 @@ def batch_dir(team_id: int) -> Path:
     return path
 
 
-def _store(team_id: int, data: bytes) -> Path:
+def store_file(team_id: int, data: bytes) -> Path:
     path = batch_dir(team_id) / f"{uuid.uuid4().hex}.jsonl"
     path.write_bytes(data)
     return path
@@ -273,145 +262,6 @@ def batch_cancel(*, batch: BatchJob) -> BatchJob:
 
 
 # --- the runner (Celery task deployments.run_batch) ---------------------------------------------------------
-
-
-def batch_run(*, batch_id: int) -> str:
-    claimed = BatchJob.objects.filter(pk=batch_id, state=BatchState.VALIDATING).update(
-        state=BatchState.IN_PROGRESS, in_progress_at=timezone.now()
-    )
-    if not claimed:
-        return "not claimed"
-    batch = BatchJob.objects.select_related("key", "input_file").get(pk=batch_id)
-    requests, _ = parse_lines(Path(batch.input_file.path).read_bytes())
-    by_name = {d.name: d for d in deployments_for_key(batch.key)} if batch.key else {}
-    results = asyncio.run(_send_all(batch, requests, by_name))
-    outputs = [r for r in results if r["error"] is None]
-    errors = [r for r in results if r["error"] is not None]
-    with transaction.atomic():
-        batch.refresh_from_db()
-        if outputs:
-            batch.output_file = _result_file(batch, outputs, "output")
-        if errors:
-            batch.error_file = _result_file(batch, errors, "error")
-        batch.completed, batch.failed = len(outputs), len(errors)
-        cancelled = batch.state == BatchState.CANCELLING
-        batch.state = BatchState.CANCELLED if cancelled else BatchState.COMPLETED
-        batch.completed_at = timezone.now()
-        batch.save()
-    return batch.state
-
-
-def _result_file(batch: BatchJob, rows: list[dict], kind: str) -> BatchFile:
-    data = "".join(json.dumps(row) + "\n" for row in rows).encode()
-    return BatchFile.objects.create(
-        team_id=batch.team_id,
-        key=batch.key,
-        filename=f"batch_{batch.pk}_{kind}.jsonl",
-        purpose=f"batch_{kind}",
-        path=str(_store(batch.team_id, data)),
-        bytes=len(data),
-        lines=len(rows),
-    )
-
-
-def _line_error(
-    batch: BatchJob, number: int, item: dict, code: str, message: str, status: int | None = None
-) -> dict:
-    response = None
-    if status is not None:
-        error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
-        response = {"status_code": status, "request_id": f"req_{batch.pk}_{number}", "body": {"error": error}}
-    return {
-        "id": f"batch_req_{batch.pk}_{number}",
-        "custom_id": item["custom_id"],
-        "response": response,
-        "error": {"code": code, "message": message},
-    }
-
-
-async def _send_all(batch: BatchJob, requests: list[dict], by_name: dict[str, Deployment]) -> list[dict]:
-    from asgiref.sync import sync_to_async
-
-    limits: dict[int, asyncio.Semaphore] = {}
-    turn = {"n": 0}
-
-    def route(deployment: Deployment):
-        deployment.refresh_from_db()
-        if deployment.state != DeploymentState.READY or deployment.tier != Tier.BATCH:
-            return f"the deployment `{deployment.name}` is {deployment.state} at the {deployment.tier} tier"
-        cap = team_budget_cap(deployment.team_id)
-        if budget_reached(team_spend_month(deployment.team_id), cap):
-            return "insufficient_quota"
-        replicas = ready_replicas(deployment)
-        if not replicas:
-            return f"no replica of `{deployment.name}` is ready"
-        turn["n"] += 1
-        return replicas[turn["n"] % len(replicas)]
-
-    def cancelled() -> bool:
-        return BatchJob.objects.filter(pk=batch.pk, state=BatchState.CANCELLING).exists()
-
-    async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
-
-        async def one(number: int, item: dict) -> dict:
-            deployment = by_name.get(item["body"]["model"])
-            if deployment is None:
-                return _line_error(
-                    batch, number, item, "model_not_found", f"no deployment {item['body']['model']!r}"
-                )
-            semaphore = limits.setdefault(deployment.pk, asyncio.Semaphore(deployment.max_concurrency))
-            async with semaphore:
-                if await sync_to_async(cancelled)():
-                    return _line_error(batch, number, item, "batch_cancelled", "the batch was cancelled")
-                replica = await sync_to_async(route)(deployment)
-                if isinstance(replica, str):
-                    code = "insufficient_quota" if replica == "insufficient_quota" else "model_not_ready"
-                    message = "the team's budget cap is reached" if code == "insufficient_quota" else replica
-                    return _line_error(
-                        batch, number, item, code, message, status=429 if code != "model_not_ready" else 503
-                    )
-                started = time.monotonic()
-                try:
-                    response = await client.post(
-                        replica.base_url + item["url"], json=item["body"], headers=replica.auth_headers
-                    )
-                    body = response.json()
-                except (httpx.HTTPError, json.JSONDecodeError) as exc:
-                    return _line_error(
-                        batch, number, item, "replica_unavailable", f"{type(exc).__name__}: {exc}"
-                    )
-                usage = body.get("usage") if isinstance(body, dict) else None
-                if response.status_code == 200 and isinstance(usage, dict):
-                    await sync_to_async(usage_record)(
-                        deployment=deployment,
-                        key=batch.key,
-                        tier=replica.tier,
-                        endpoint=ENDPOINTS[item["url"]],
-                        stream=False,
-                        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                        completion_tokens=int(usage.get("completion_tokens") or 0),
-                        latency_ms=int((time.monotonic() - started) * 1000),
-                        batch_id=batch.pk,
-                    )
-                result = {
-                    "id": f"batch_req_{batch.pk}_{number}",
-                    "custom_id": item["custom_id"],
-                    "response": {
-                        "status_code": response.status_code,
-                        "request_id": f"req_{batch.pk}_{number}",
-                        "body": body,
-                    },
-                    "error": None,
-                }
-                if response.status_code != 200:
-                    error = body.get("error") if isinstance(body, dict) else None
-                    result["error"] = {
-                        "code": (error or {}).get("code") or "request_failed",
-                        "message": (error or {}).get("message") or f"status {response.status_code}",
-                    }
-                return result
-
-        return list(await asyncio.gather(*(one(n, item) for n, item in enumerate(requests, start=1))))
 
 
 def batch_object(batch: BatchJob) -> dict:

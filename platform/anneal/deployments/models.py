@@ -255,6 +255,9 @@ class BatchJob(models.Model):
     in_progress_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)
+    # Its run's heartbeat, and how many runs were claimed (anneal.deployments.batch_runs resumes a lost one).
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    run_attempts = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
@@ -262,6 +265,18 @@ class BatchJob(models.Model):
     @property
     def openai_id(self) -> str:
         return f"batch_{self.pk}"
+
+
+class BatchLine(models.Model):
+    """One line of a batch, answered: kept (with its usage metered in the same transaction) as it comes, so a
+    run resumed after its worker died sends only the lines not kept yet."""
+
+    batch = models.ForeignKey(BatchJob, on_delete=models.CASCADE, related_name="lines")
+    number = models.PositiveIntegerField()
+    result = models.JSONField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["batch", "number"], name="batch_line_once")]
 
 
 class GateResult(models.Model):
