@@ -115,3 +115,18 @@ def wait_ready(cluster, api, deployment_id: int, *, besides: set[int] = frozense
     )
     assert detail["state"] == "ready", f"{detail['state']}: {detail['error']}\n{cluster.log_tail('serve')}"
     return detail
+
+
+def deployed(cluster, api, body, tier: str = "standard") -> tuple[dict, str]:
+    """A ready deployment (at `tier`) of a short job's checkpoint, and a key for it."""
+    # A learning rate so small the checkpoint answers as its base model does: the regression gate passes.
+    job = wait_finished(
+        cluster, api, launch(api, body, "to serve", max_steps=2, save_steps=2, learning_rate=1e-9)["id"]
+    )
+    checkpoint = max(job["checkpoints"], key=lambda c: c["step"])
+    created = api.post("/deployments", json={"checkpoint": checkpoint["id"], "name": "adder", "tier": tier})
+    assert created.status_code == 201, created.text
+    ready = wait_ready(cluster, api, created.json()["id"])
+    key = api.post("/deployments/keys", json={"name": "app", "deployment": ready["id"]})
+    assert key.status_code == 201, key.text
+    return ready, key.json()["key"]

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from tests.chaos.drill import launch, team_setup, wait_finished, wait_ready
+from tests.chaos.drill import deployed, team_setup, wait_ready
 
 pytestmark = pytest.mark.chaos
 
@@ -59,21 +59,6 @@ class Caller:
             if time.monotonic() > deadline:
                 raise AssertionError(f"no {more} answers in {timeout_s} s: {self.outcomes[-3:]}")
             time.sleep(0.1)
-
-
-def deployed(cluster, api, body) -> tuple[dict, str]:
-    """A ready deployment of a short job's checkpoint, and a key for it."""
-    # A learning rate so small the checkpoint answers as its base model does: the regression gate passes.
-    job = wait_finished(
-        cluster, api, launch(api, body, "to serve", max_steps=2, save_steps=2, learning_rate=1e-9)["id"]
-    )
-    checkpoint = max(job["checkpoints"], key=lambda c: c["step"])
-    created = api.post("/deployments", json={"checkpoint": checkpoint["id"], "name": "adder"})
-    assert created.status_code == 201, created.text
-    ready = wait_ready(cluster, api, created.json()["id"])
-    key = api.post("/deployments/keys", json={"name": "app", "deployment": ready["id"]})
-    assert key.status_code == 201, key.text
-    return ready, key.json()["key"]
 
 
 def ready_ids(detail: dict) -> set[int]:
