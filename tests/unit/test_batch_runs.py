@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from anneal.deployments import services
 from anneal.deployments.batch_runs import MAX_RUN_ATTEMPTS, batch_claim, batch_run, batches_reap_stale
-from anneal.deployments.batches import store_file
+from anneal.deployments.batches import batch_object, store_file
 from anneal.deployments.models import BatchFile, BatchJob, BatchLine, BatchState
 
 pytestmark = pytest.mark.django_db
@@ -45,6 +45,10 @@ def test_a_resumed_run_sends_only_the_lines_not_kept_and_returns_them_all_in_ord
     batch = running_batch(world, lines=4)
     kept = {"id": "kept", "custom_id": "row-2", "response": {"status_code": 200, "body": {}}, "error": None}
     BatchLine.objects.create(batch=batch, number=2, result=kept)  # answered before the worker died
+    failed = {"id": "x", "custom_id": "row-4", "response": None, "error": {"code": "c", "message": "m"}}
+    BatchLine.objects.create(batch=batch, number=4, result=failed)
+    # While it runs, the batch's counts are its progress.
+    assert batch_object(batch)["request_counts"] == {"total": 4, "completed": 1, "failed": 1}
 
     assert batch_run(batch_id=batch.pk, stale_after_s=60) == BatchState.COMPLETED
     batch.refresh_from_db()
@@ -53,7 +57,7 @@ def test_a_resumed_run_sends_only_the_lines_not_kept_and_returns_them_all_in_ord
     errors = [json.loads(line) for line in open(batch.error_file.path)]
     assert outputs == [kept], "the line kept before the worker died was sent again"
     assert [e["custom_id"] for e in errors] == ["row-1", "row-3", "row-4"]
-    assert {e["error"]["code"] for e in errors} == {"model_not_found"}
+    assert [e["error"]["code"] for e in errors] == ["model_not_found", "model_not_found", "c"]
 
 
 def test_a_run_that_heart_beats_is_not_claimed_twice(world):

@@ -271,6 +271,11 @@ def batch_object(batch: BatchJob) -> dict:
     errors = None
     if batch.errors:
         errors = {"object": "list", "data": batch.errors}
+    counts = {"total": batch.total, "completed": batch.completed, "failed": batch.failed}
+    if batch.state in (BatchState.IN_PROGRESS, BatchState.CANCELLING):  # its progress: the lines kept so far
+        answered = batch.lines.count()
+        counts["completed"] = batch.lines.filter(result__error=None).count()
+        counts["failed"] = answered - counts["completed"]
     return {
         "id": batch.openai_id,
         "object": "batch",
@@ -290,7 +295,7 @@ def batch_object(batch: BatchJob) -> dict:
         "expired_at": None,
         "cancelling_at": None,
         "cancelled_at": ts(batch.completed_at) if batch.state == BatchState.CANCELLED else None,
-        "request_counts": {"total": batch.total, "completed": batch.completed, "failed": batch.failed},
+        "request_counts": counts,
         "metadata": batch.metadata or None,
     }
 
