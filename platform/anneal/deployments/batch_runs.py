@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -250,3 +250,5 @@ async def _send_all(
             await asyncio.gather(*pending)
     finally:
         heart.cancel()
+        # The database connection of sync_to_async's thread would otherwise stay open, idle, until the next run.
+        await sync_to_async(connections.close_all)()
