@@ -120,6 +120,11 @@ def serving_argv(
             *("--port", str(port), "--served-name", served_name, "--max-concurrency", str(max_concurrency)),
             *("--prefix-cache-mb", str(settings.DEPLOY_PREFIX_CACHE_MB)),
         ]
+    return dies_with_worker(command)
+
+
+def dies_with_worker(command: list[str]) -> list[str]:
+    """`command` behind the prelude that has the kernel kill it when this worker dies (Linux only)."""
     if sys.platform != "linux":
         return command
     return [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command]
@@ -167,9 +172,7 @@ def run_gate(*, deployment_id: int) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     out, log_path = workdir / "gate.json", workdir / "gate.log"
     out.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "workers.deploy_gate", str(deployment_id), str(out)]
-    if sys.platform == "linux":  # it dies with this worker, as a replica does
-        command = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command]
+    command = dies_with_worker([sys.executable, "-m", "workers.deploy_gate", str(deployment_id), str(out)])
     with log_path.open("wb") as log:
         child = subprocess.Popen(
             command, cwd=ROOT, env=_child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -209,9 +212,10 @@ def replica_run_supervised(*, replica_id: int) -> str:
     except OSError as exc:
         replica_finish(replica_id=replica_id, error=f"the serving process could not start: {exc}")
         return ReplicaState.FAILED
-    replica_started(replica_id=replica_id, host=advertised_host(), port=port, pid=child.pid)
+    replica.host, replica.port = advertised_host(), port
+    replica_started(replica_id=replica_id, host=replica.host, port=port, pid=child.pid)
     # Its health is read at the address web calls it at, so a replica web cannot reach never turns ready.
-    base_url = Replica.objects.get(pk=replica_id).base_url
+    base_url = replica.base_url
     try:
         return _supervise(
             replica_id=replica_id, child=child, base_url=base_url, credential=credential, log_path=log_path

@@ -68,6 +68,9 @@ def test_a_run_that_heart_beats_is_not_claimed_twice(world):
     BatchJob.objects.filter(pk=batch.pk).update(heartbeat_at=LONG_AGO)
     assert batch_claim(batch_id=batch.pk, stale_after_s=60)
     assert not batch_claim(batch_id=batch.pk, stale_after_s=60), "a second delivery resumed it again"
+    # One claimed before heartbeats were kept: silent since it started, for the claim as for the reaper.
+    BatchJob.objects.filter(pk=batch.pk).update(heartbeat_at=None)
+    assert batch_claim(batch_id=batch.pk, stale_after_s=60)
 
 
 def test_the_reaper_sends_a_silent_run_again_then_fails_it_with_why(

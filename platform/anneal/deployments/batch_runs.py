@@ -52,11 +52,19 @@ def batch_claim(*, batch_id: int, stale_after_s: int) -> bool:
     )
     if fresh:
         return True
-    stale = now - timezone.timedelta(seconds=stale_after_s)
+    silent = _silent_since(now - timezone.timedelta(seconds=stale_after_s))
     return bool(
-        BatchJob.objects.filter(pk=batch_id, state__in=RUNNING, heartbeat_at__lt=stale).update(
+        BatchJob.objects.filter(silent, pk=batch_id).update(
             heartbeat_at=now, run_attempts=F("run_attempts") + 1
         )
+    )
+
+
+def _silent_since(cutoff) -> Q:
+    """Runs that have not heart-beaten since `cutoff` (one claimed before heartbeats were kept: not since it
+    started): what the reaper sends again and what a new run may then claim, the same rule for both."""
+    return Q(state__in=RUNNING) & (
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, in_progress_at__lt=cutoff)
     )
 
 
@@ -88,13 +96,10 @@ def batch_run(*, batch_id: int, stale_after_s: int) -> str:
 def batches_reap_stale(*, timeout_s: int) -> int:
     """Runs whose worker stopped heart-beating for `timeout_s`: each is sent again (batch_claim lets the new
     run resume it), up to MAX_RUN_ATTEMPTS; past that the batch fails, with why."""
-    cutoff = timezone.now() - timezone.timedelta(seconds=timeout_s)
-    stale = BatchJob.objects.filter(state__in=RUNNING).filter(
-        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, in_progress_at__lt=cutoff)
+    stale = list(
+        BatchJob.objects.filter(_silent_since(timezone.now() - timezone.timedelta(seconds=timeout_s)))
     )
-    count = 0
     for batch in stale:
-        count += 1
         if batch.run_attempts < MAX_RUN_ATTEMPTS:
             enqueue(BATCH_RUN, batch.pk)
             continue
@@ -106,7 +111,7 @@ def batches_reap_stale(*, timeout_s: int) -> int:
             failed_at=timezone.now(),
             errors=[{"code": "worker_lost", "message": message, "param": None, "line": None}],
         )
-    return count
+    return len(stale)
 
 
 def _heartbeat(batch_id: int) -> None:
