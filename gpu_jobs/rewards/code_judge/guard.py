@@ -18,6 +18,7 @@ Refused, and reported through `report(what)`:
 unittest.TestCase.assertEqual = ...), which no audit event reports.
 """
 
+import operator
 import os
 import re
 import signal
@@ -79,10 +80,16 @@ WATCHED_CLASSES = {
 SNAPSHOT_KINDS = (type(len), type(lambda: 0), type, type(os))
 
 
-def install(report, *, protected_files=(), protected_modules=(), drop=None):
+def install(report, *, protected_files=(), protected_modules=(), drop=None, armed=True):
     """Start watching. `report(what)` is called once per refused attempt; it must not raise.
 
     `drop`: the raw_memory_modules() to drop, when the caller listed them already (a zygote before forking).
+
+    `armed=False` (a zygote, before it forks runners): the hook is added but stays idle in this process, and
+    the function returned arms it (and drops the modules, and takes signal handlers away) where it is
+    called: in each runner, which so inherits the hook and its closures instead of building them anew.
+    A hook once added cannot be removed, and nothing a program can reach holds the function that arms it or
+    the state it clears (both live in closures and the caller's locals), so a runner cannot disarm it.
 
     `protected_files`: file names (the judge's own) that count as trusted callers and must not be spoofed.
     `protected_modules`: module names (besides the standard library's) whose classes must not be patched.
@@ -91,7 +98,8 @@ def install(report, *, protected_files=(), protected_modules=(), drop=None):
     protected_modules = frozenset(protected_modules) | {"codec", "guard", "runner"}
     getframe = sys._getframe
     realpath = os.path.realpath
-    busy = []  # non-empty while the hook itself runs: its own sys._getframe must not recurse
+    # Non-empty while the hook itself runs (its own sys._getframe must not recurse), and until arm().
+    busy = [] if armed else [1]
 
     def refuse(what):
         report(what)
@@ -216,12 +224,21 @@ def install(report, *, protected_files=(), protected_modules=(), drop=None):
     def no_signal_handlers(*args, **kwargs):
         refuse("installing a signal handler")
 
-    # Imported ctypes modules are dropped, so that a program's import of them is seen (and refused).
-    for name in raw_memory_modules() if drop is None else drop:
-        sys.modules.pop(name, None)
+    dropped = raw_memory_modules() if drop is None else drop
+
+    def arm():
+        # Imported ctypes modules are dropped, so that a program's import of them is seen (and refused).
+        for name in dropped:
+            sys.modules.pop(name, None)
+        signal.signal = no_signal_handlers
+        sys.modules["_signal"].signal = no_signal_handlers
+        busy.clear()
+
     sys.addaudithook(hook)
-    signal.signal = no_signal_handlers
-    sys.modules["_signal"].signal = no_signal_handlers
+    if armed:
+        arm()
+        return None
+    return arm
 
 
 def raw_memory_modules():
@@ -231,25 +248,39 @@ def raw_memory_modules():
 
 def snapshot():
     """The watched modules' namespaces, and those of the classes they define, as they are now: each value
-    by identity, in a dict that the program cannot reach (the caller keeps it in a local)."""
+    by identity, in a dict that the program cannot reach (the caller keeps it in a local).
+
+    With each, what `changed_globals` compares first: a getter of the watched keys and the values it gave.
+    That comparison runs in C over the values alone (never their keys, never a Python loop), so a fresh
+    runner copies few pages of the zygote's memory to make it."""
     taken = {}
     for name in WATCHED_MODULES:
         module = sys.modules.get(name)
         if module is None:
             continue
         namespace = dict(vars(module))
-        taken[name] = (namespace, namespace)
+        keys = [key for key, value in namespace.items() if isinstance(value, SNAPSHOT_KINDS)]
+        taken[name] = (namespace, namespace, _quick(keys, namespace))
         for key in WATCHED_CLASSES.get(name, ()):
             value = namespace.get(key)
             if isinstance(value, type):
-                taken[f"{name}.{key}"] = (value, dict(vars(value)))
+                members = dict(vars(value))
+                taken[f"{name}.{key}"] = (value, members, _quick(list(members), members))
     return taken
+
+
+def _quick(keys, namespace):
+    """(getter, values, count): getter(namespace) gives the values of `keys`, a tuple."""
+    getter = operator.itemgetter(*keys) if len(keys) > 1 else (lambda mapping: (mapping[keys[0]],))
+    return getter, getter(namespace) if keys else (), len(namespace)
 
 
 def changed_globals(taken):
     """What was rebound, added to a class or deleted since `snapshot()`: ["builtins.compile", ...]."""
+    if all(_unchanged(name, owner, quick) for name, (owner, _, quick) in taken.items()):
+        return []
     changed = []
-    for name, (owner, before) in taken.items():
+    for name, (owner, before, _) in taken.items():
         if isinstance(owner, dict):
             module = sys.modules.get(name)
             now = vars(module) if module is not None else {}
@@ -261,3 +292,21 @@ def changed_globals(taken):
             if now.get(key, changed) is not before.get(key, changed):
                 changed.append(f"{name}.{key}")
     return changed
+
+
+def _same(values, before):
+    """Each value is the very object it was (never ==, which a replacement could answer with True)."""
+    return len(values) == len(before) and all(map(operator.is_, values, before))
+
+
+def _unchanged(name, owner, quick):
+    """The quick check: every watched key still holds its value, and a class has no member more."""
+    getter, values, count = quick
+    try:
+        if isinstance(owner, dict):
+            module = sys.modules.get(name)
+            return module is not None and (not values or _same(getter(vars(module)), values))
+        now = vars(owner)
+        return len(now) == count and _same(getter(now), values)
+    except Exception:  # noqa: BLE001 - a key gone, or a hostile mapping: the full comparison says what
+        return False

@@ -45,6 +45,8 @@ WIPE_S = 2.0  # for the zygote to empty /tmp between two samples of a batch
 ERROR_LINE = re.compile(r"[A-Za-z_.]*(Error|Exception)\b")  # "TypeError: ...", a runtime's named error
 PRELOAD_S = 9.0  # for the zygote to import a python-science run's libraries (the verifier gives the run 10 s)
 STOP_CHECK_S = 0.1  # while waiting on the zygote, how often the judge checks it was not stopped
+COMPILED_TESTS = {}  # (assert script, its index) -> its code object, for this run (_compiled_test)
+COMPILED_TESTS_KEPT = 256
 
 
 def main(boot_file):
@@ -53,18 +55,23 @@ def main(boot_file):
     PROTECTED_FILES = (*PROTECTED_FILES, boot_file)
     job_r, job_w = os.pipe()
     out_r, out_w = os.pipe()
+    # What the runners of a batch print: one pipe for all, which the judge drains and sorts by sample (a runner
+    # prints only while it is the one serving; whatever it left running is swept before the next starts).
+    printed_r, printed_w = os.pipe()
     zygote_pid = os.fork()
     if zygote_pid == 0:
         os.close(job_w)
         os.close(out_r)
-        zygote(job_r, out_w)
+        os.close(printed_r)
+        zygote(job_r, out_w, printed_w)
     os.close(job_r)
     os.close(out_w)
+    os.close(printed_w)
     payload = json.loads(_read_exactly(None))
     report_fd = os.dup(1)
     os.dup2(2, 1)  # prints of a test script go to stderr: only the report reaches stdout
     deadline = time.monotonic() + float(payload["time_s"]) - MARGIN_S
-    channel = Channel(job_w, out_r, zygote_pid)
+    channel = Channel(job_w, out_r, zygote_pid, printed_r)
     if payload.get("preload"):
         # python-science: the zygote loads the libraries; the judge numpy alone (its assert scripts may use it).
         _preload(
@@ -103,8 +110,13 @@ def _read_exactly(count):
 # --- the zygote ------------------------------------------------------------------------------------------
 
 
-def zygote(job_r, out_w):
-    """Forks a runner per job; never runs model code itself. Never returns.
+def zygote(job_r, out_w, printed_w):
+    """Forks a runner per job; never runs model code itself. Never returns. A serving runner prints to
+    `printed_w`, which the judge drains.
+
+    Kept lean on purpose: after every fork each page the zygote writes is copied (or at least faulted) once
+    more, so between a runner's start and its end it only waits, and it reports a runner's start to nobody
+    (the judge finds the runner among its children when it must kill it).
 
     The zygote is a child subreaper: after each runner exits, every process below it is killed, so nothing a
     program left running (a daemon that left its session) reaches the next job. Nothing outside its own
@@ -114,6 +126,11 @@ def zygote(job_r, out_w):
 
     # Orphans of runners (a daemon that left its session) are re-parented here, so the sweep finds them.
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    # A serving runner is forked by the C library's fork, without Python's at-fork work in the child
+    # (reseeding random, resetting threading's and logging's state), which copies ~50 pages more per runner:
+    # the zygote has one thread and holds no lock when it forks, so there is nothing to reset. PyDLL keeps the
+    # GIL held through the call, as os.fork does. A local: nothing a runner can reach by name holds it.
+    fork = ctypes.PyDLL(None, use_errno=True).fork
     os.close(0)
     os.dup2(2, 1)  # the report channel is the judge's alone
     pending = b""
@@ -127,7 +144,7 @@ def zygote(job_r, out_w):
             _tell_judge(out_w, {"t": job["t"], "preloaded": True})
             continue
         if job.get("mode") == "serve" and runner.PREPARED is None:
-            runner.prepare(out_w)
+            runner.prepare(out_w, PROTECTED_FILES)
             gc.freeze()  # the zygote's objects stay out of every runner's collections: fewer pages copied
         if job.get("last"):
             # The judge needs no other runner: this process becomes it, which saves a fork (and the copy of
@@ -137,20 +154,18 @@ def zygote(job_r, out_w):
                 runner.serve(job, job_r, out_w, PROTECTED_FILES)
             runner.run_unittest(job, out_w, PROTECTED_FILES)
         if job.get("mode") == "serve":
-            printed_r, printed_w = os.pipe()
-            pid = os.fork()
+            pid = fork()
+            if pid < 0:
+                raise OSError(ctypes.get_errno(), "fork failed")
             if pid == 0:
                 os.setpgid(0, 0)
-                os.close(printed_r)
-                os.dup2(printed_w, 1)  # what the program prints is this runner's own, kept apart
+                os.dup2(printed_w, 1)  # what the program prints goes to the judge, kept with its sample
                 os.dup2(printed_w, 2)
                 os.close(printed_w)
                 runner.serve(job, job_r, out_w, PROTECTED_FILES)
-            os.close(printed_w)
-            _tell_judge(out_w, {"started": pid, "t": job["t"]})
-            printed, status = _watch(pid, printed_r)
+            _, status = os.waitpid(pid, 0)
             _sweep()
-            exited = {"exited": _status_text(status), "t": job["t"], "output": printed}
+            exited = {"exited": _status_text(status), "t": job["t"]}
             if job.get("wipe"):  # the sample's last runner: /tmp emptied now saves the judge a round trip
                 exited["wiped"] = native.wipe()
             _tell_judge(out_w, exited)
@@ -191,32 +206,6 @@ def _preload(job):
         codec.allow_exact([numpy.ndarray, *set(numpy.sctypeDict.values())])
 
 
-def _watch(pid, printed_r):
-    """Keep the last PRINTED_CHARS of what runner `pid` prints until it exits; (text, wait status)."""
-    pidfd = os.pidfd_open(pid)
-    kept = b""
-    try:
-        while True:
-            ready, _, _ = select.select([printed_r, pidfd], [], [])
-            if printed_r in ready:
-                chunk = os.read(printed_r, 1 << 16)
-                kept = (kept + chunk)[-PRINTED_CHARS:]
-                if chunk:
-                    continue
-            if pidfd in ready or printed_r in ready:
-                break
-        os.set_blocking(printed_r, False)
-        try:  # what it printed just before it exited; a daemon holding the pipe is not waited for
-            kept = (kept + os.read(printed_r, 1 << 16))[-PRINTED_CHARS:]
-        except (BlockingIOError, OSError):
-            pass
-    finally:
-        os.close(pidfd)
-        os.close(printed_r)
-    _, status = os.waitpid(pid, 0)
-    return kept.decode(errors="replace"), status
-
-
 def _run_io(job):
     pid, fds = runner.spawn_main(job["program"], job["stdin"], PROTECTED_FILES, tamper=True)
     result = runner.collect(fds, time.monotonic() + job["time_s"], OUTPUT_CAP)
@@ -232,6 +221,10 @@ def _run_io(job):
 
 def _sweep():
     """Kill every process below the zygote (runners and whatever they left running), reaping them."""
+    try:
+        os.waitpid(-1, os.WNOHANG)  # reaps one that exited, if any; the loop below sees to the rest
+    except ChildProcessError:
+        return  # no child, so nothing below: the usual case, one system call
     for _ in range(100):  # a fork bomb may race the sweep; the sandbox's own limits bound it
         below = _descendants(os.getpid())
         if not below:
@@ -280,6 +273,13 @@ def _kill_group(pid):
         pass
 
 
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def _status_text(status):
     if os.WIFSIGNALED(status):
         return f"killed by signal {os.WTERMSIG(status)}"
@@ -317,9 +317,11 @@ EOF = {}  # Channel._next's answer once every writer of the reply pipe is gone
 class Channel:
     """The judge's end of the pipes to the zygote and its runners. Collects tampering reports as it reads."""
 
-    def __init__(self, job_w, out_r, zygote_pid):
+    def __init__(self, job_w, out_r, zygote_pid, printed_r):
         self.job_w = job_w
         self.out_r = out_r
+        self.printed_r = printed_r  # what serving runners print, one after the other
+        self.printing = b""  # the end of what the serving runner printed so far
         self.zygote_pid = zygote_pid  # the runner's pid too, after a job marked "last"
         self.pending = b""
         self.tampering = []
@@ -350,7 +352,9 @@ class Channel:
             elif "started" in message:
                 self.started[message["t"]] = message["started"]
             elif "exited" in message:
-                self.printed[message["t"]] = str(message.get("output") or "")
+                self._drain_printed()  # the runner and all below it are gone: what it printed is all here
+                self.printed[message["t"]] = self.printing.decode(errors="replace")
+                self.printing = b""
                 if message.get("wiped") is True:
                     self.wiped.add(message["t"])
                 if message["t"] != token:
@@ -375,6 +379,29 @@ class Channel:
             except OSError:
                 pass
 
+    def _read_printed(self):
+        chunk = os.read(self.printed_r, 1 << 16)
+        self.printing = (self.printing + chunk)[-PRINTED_CHARS:]
+        return chunk
+
+    def _drain_printed(self):
+        os.set_blocking(self.printed_r, False)
+        try:
+            while self._read_printed():
+                pass
+        except BlockingIOError:
+            pass
+        finally:
+            os.set_blocking(self.printed_r, True)
+
+    def runner_pids(self):
+        """The zygote's children: the serving runner, and whatever it left running that came back to it."""
+        try:
+            with open(f"/proc/{self.zygote_pid}/task/{self.zygote_pid}/children", encoding="utf-8") as f:
+                return [int(pid) for pid in f.read().split()]
+        except (OSError, ValueError):
+            return []
+
     def flag(self, what):
         what = str(what)[:200]
         if what not in self.tampering and len(self.tampering) < 10:
@@ -385,10 +412,14 @@ class Channel:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            ready, _, _ = select.select([self.out_r], [], [], min(remaining, STOP_CHECK_S))
+            ready, _, _ = select.select([self.out_r, self.printed_r], [], [], min(remaining, STOP_CHECK_S))
             if not ready:
                 self._continue_if_stopped()
                 continue
+            if self.printed_r in ready:
+                self._read_printed()
+                if self.out_r not in ready:
+                    continue
             chunk = os.read(self.out_r, 1 << 16)
             if not chunk:
                 return EOF
@@ -508,9 +539,10 @@ class Session:
             return self.channel.receive(self.token, self.deadline)
         except ProgramGone as gone:
             self.gone = str(gone)
-            pid = self.channel.started.get(self.token)
-            if pid:
+            started = self.channel.started.get(self.token)
+            for pid in [started] if started else self.channel.runner_pids():
                 _kill_group(pid)
+                _kill(pid)  # one that left its group
             raise
 
 
@@ -743,7 +775,7 @@ def _test_namespace(session):
 
 def _assert_test(source, index, namespace):
     try:
-        exec(compile(source, f"<test {index + 1}>", "exec"), namespace)
+        exec(_compiled_test(source, index), namespace)
     except ProgramGone as gone:
         return False, f"the program {gone}"
     except CannotCross:
@@ -751,6 +783,19 @@ def _assert_test(source, index, namespace):
     except BaseException as exc:  # noqa: BLE001 - a failing test, whatever it raised
         return False, runner.describe(exc)
     return True, None
+
+
+def _compiled_test(source, index):
+    """The test's code object, compiled once per run: a batch often holds one row's tests many times (a
+    group's completions of one prompt). Code objects are immutable, so sharing one across samples shares
+    nothing else; each sample's test still runs in a namespace of its own."""
+    key = (source, index)
+    code = COMPILED_TESTS.get(key)
+    if code is None:
+        if len(COMPILED_TESTS) >= COMPILED_TESTS_KEPT:
+            COMPILED_TESTS.clear()
+        code = COMPILED_TESTS[key] = compile(source, f"<test {index + 1}>", "exec")
+    return code
 
 
 def _call_test(test, session, payload):

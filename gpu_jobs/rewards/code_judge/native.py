@@ -158,8 +158,8 @@ def wipe():
             folder = MADE.pop()
             if os.path.lexists(folder):
                 _remove(folder)
-        if os.environ.get("SANDBOX_TMP") != TMP:
-            return True
+        if os.environ.get("SANDBOX_TMP") != TMP or _only_kept():
+            return True  # unsandboxed, or the usual case: the sample left nothing (two directory reads)
         for entry in os.scandir(TMP):
             keep = KEEP.get(entry.name)
             if keep is not None and entry.is_dir(follow_symlinks=False):
@@ -168,11 +168,16 @@ def wipe():
                         _remove(inner.path)
             else:
                 _remove(entry.path)
-        left = [name for name in os.listdir(TMP) if name not in KEEP]
-        left += [name for name in os.listdir(os.path.join(TMP, "work")) if name not in KEEP["work"]]
-        return not left
+        return _only_kept()
     except OSError:
         return False
+
+
+def _only_kept():
+    """Nothing in /tmp but what KEEP names."""
+    return all(name in KEEP for name in os.listdir(TMP)) and all(
+        name in KEEP["work"] for name in os.listdir(os.path.join(TMP, "work"))
+    )
 
 
 def _remove(path):

@@ -29,9 +29,7 @@ PROGRAM_FILE = "<program>"
 TAMPER_FD = 3  # run_main: where the guard writes what it refused, one line each
 READ_CHUNK = 1 << 16
 MAX_MESSAGE = 64 << 20
-PREPARED = (
-    None  # prepared()'s (send, report, snapshot, modules to drop) from the zygote; serve() takes it once
-)
+PREPARED = None  # prepared()'s (send, report, snapshot, arm) from the zygote; serve() takes it once
 
 
 def compile_program(source, *, bind_result=True):
@@ -66,9 +64,9 @@ def serve(job, job_r, out_w, protected_files):
     decode = codec.decode
     loads = __import__("json").loads
     not_plain = codec.NotPlain
-    send, report, taken, drop = PREPARED or prepared(out_w)
+    send, report, taken, arm = PREPARED or prepared(out_w, protected_files)
     PREPARED = None  # held in locals only from here: the program cannot reach the snapshot to rewrite it
-    guard.install(report, protected_files=protected_files, drop=drop)
+    arm()  # the guard's hook, added in the zygote, watches from here on
     namespace = {"__name__": "solution", "__builtins__": builtins}
     if job.get("helpers"):
         namespace["run_program"] = run_program
@@ -130,20 +128,21 @@ def serve(job, job_r, out_w, protected_files):
         send(reply)
 
 
-def prepare(out_w):
+def prepare(out_w, protected_files):
     """In the zygote, before it forks the first runner that serves a program: what serve() sets up before it
-    runs one, done once (unittest's strict asserts, the snapshot of the watched modules, the ctypes modules
-    the guard drops), so each runner inherits it instead of copying the pages that doing it dirties. The
-    zygote never runs model code, so what it snapshots is what every runner starts from."""
+    runs one, done once (unittest's strict asserts, the snapshot of the watched modules, the guard's hook,
+    idle until a runner arms it), so each runner inherits it instead of copying the pages that doing it
+    dirties. The zygote never runs model code, so what it snapshots is what every runner starts from."""
     global PREPARED
-    PREPARED = prepared(out_w)
+    PREPARED = prepared(out_w, protected_files)
 
 
-def prepared(out_w):
-    """(send, report, snapshot, modules to drop) for a runner replying on `out_w`."""
+def prepared(out_w, protected_files):
+    """(send, report, snapshot, arm) for a runner replying on `out_w`: arm() starts the guard."""
     send, report = _replies(out_w)
     _strict_equality(unittest_case(), report)  # for assert scripts run here that use unittest's asserts
-    return send, report, guard.snapshot(), guard.raw_memory_modules()
+    taken = guard.snapshot()
+    return send, report, taken, guard.install(report, protected_files=protected_files, armed=False)
 
 
 def run_unittest(job, out_w, protected_files):
