@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from transformers import PrinterCallback, TrainerCallback
 
 from gpu_jobs.agent.training import agent_rollouts
+from gpu_jobs.ahead import STEP_COLUMN
 from gpu_jobs.alarms import AlarmWatch, ForgettingWatch, TamperingLog
 from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.control import JobControl, NoControl, control_callback, latest_checkpoint
@@ -234,7 +235,8 @@ class RolloutRecorder:
             rows = [self.rows[index] for index in kwargs[ROW_INDEX_COLUMN]]
             texts = [_text(completion) for completion in completions]
             # TRL's global_step counts finished steps; the metrics of this step will carry global_step + 1.
-            step = kwargs["trainer_state"].global_step + 1
+            # Generated ahead (gpu_jobs.ahead), a batch names the step that trains on it, when it reports.
+            step = kwargs.get(STEP_COLUMN, [None])[0] or kwargs["trainer_state"].global_step + 1
             started = time.perf_counter()
             if self.distinct:
                 results, distinct = score_distinct(scorer, rows, kwargs[ROW_INDEX_COLUMN], texts)

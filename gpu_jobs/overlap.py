@@ -129,7 +129,7 @@ class RewardOverlap:
     def _generate(self, prompts: list) -> Any:
         generated = super()._generate(prompts)  # type: ignore[misc]
         inputs, self._pending_rewards = self._overlap_inputs, None
-        unpacked = _prompt_completion_ids(generated)
+        unpacked = prompt_completion_ids(generated)
         if inputs is None or unpacked is None or not self._can_overlap():
             return generated
         prompt_ids, completion_ids, completions = unpacked
@@ -365,7 +365,7 @@ def weights_version(model: Any) -> int:
     return sum(parameter._version for parameter in model.parameters())
 
 
-def _prompt_completion_ids(generated: tuple) -> tuple[list, list, list] | None:
+def prompt_completion_ids(generated: tuple) -> tuple[list, list, list] | None:
     """(prompt ids, completion ids, completions) from ``_generate``'s result: GRPOTrainer returns 8 values,
     RLOOTrainer 3; None for any other shape (another TRL version), which keeps the plain path."""
     if isinstance(generated, tuple) and len(generated) == 8:

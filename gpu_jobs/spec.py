@@ -213,6 +213,15 @@ class TrainingSettings:
             "ignored on the CPU."
         },
     )
+    generate_ahead: bool = field(
+        default=False,
+        metadata={
+            "help": "Generate the next step's completions while this step's rewards are scored, so slow "
+            "verifiers (sandboxed tests) never hold a step: each step then trains on completions one update "
+            "old, weighed by TRL's clipped importance ratio (one step off-policy). algorithm grpo only; not "
+            "for agent jobs."
+        },
+    )
     environment: dict | None = field(
         default=None,
         metadata={
@@ -275,6 +284,22 @@ class TrainingSettings:
         self._check_length()
         self._check_choice("device")
         check(isinstance(self.use_vllm, bool), "use_vllm", f"must be true or false, got {self.use_vllm!r}")
+        check(
+            isinstance(self.generate_ahead, bool),
+            "generate_ahead",
+            f"must be true or false, got {self.generate_ahead!r}",
+        )
+        if self.generate_ahead:
+            check(
+                self.algorithm == "grpo",
+                "generate_ahead",
+                f"works with algorithm grpo only (this job uses {self.algorithm}); turn one of them off",
+            )
+            check(
+                self.environment is None,
+                "generate_ahead",
+                "agent jobs run their episodes in TRL's order; turn generate_ahead off",
+            )
 
     def _check_length(self) -> None:
         stages = parse_curriculum(self.length_curriculum)

@@ -4,6 +4,8 @@
   (no loss_type: its loss is fixed). Both take the same generation, reward and optimiser settings.
 - ``overlap`` (the default): the trainer class is wrapped by ``gpu_jobs.overlap.overlapped``, which scores a
   step's rewards (sandboxed verifiers included) while the rest of the step's forward passes run.
+- ``generate_ahead``: wrapped by ``gpu_jobs.ahead.ahead`` instead: a batch's rewards are scored while the next
+  batch is generated and the step updates on the batch before (one step off-policy; grpo only).
 - ``lora_rank`` > 0: a PEFT ``LoraConfig`` handed to the trainer, which wraps the model; checkpoints are
   saved with the adapters merged into the base weights (``save_model``) so every checkpoint is a plain model
   folder that serving and evaluation load like any other.
@@ -28,6 +30,10 @@ def algorithm_classes(config: GRPOJobConfig, *, overlap: bool = True) -> tuple[t
         return RLOOConfig, overlapped(RLOOTrainer) if overlap else RLOOTrainer, {}
     from trl import GRPOConfig, GRPOTrainer
 
+    if config.generate_ahead:
+        from gpu_jobs.ahead import ahead
+
+        return GRPOConfig, ahead(GRPOTrainer), {"loss_type": config.loss_type}
     return GRPOConfig, overlapped(GRPOTrainer) if overlap else GRPOTrainer, {"loss_type": config.loss_type}
 
 

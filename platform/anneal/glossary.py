@@ -129,6 +129,15 @@ TERMS: tuple[tuple[str, str, str], ...] = (
         "not used on a CPU.",
     ),
     (
+        "generate-ahead",
+        "Generate ahead (off-policy by one step)",
+        "Checking answers (running tests in sandboxes) can take as long as the rest of a step. With generate "
+        "ahead on, the model writes the next step's answers while this step's are still being checked, so "
+        "no step waits for the checks; in exchange each update learns from answers written one update "
+        "earlier, which the training formula corrects for. It helps most when the checks run on other "
+        "machines than the training; on a small machine where both share the same cores it can be slower.",
+    ),
+    (
         "budget",
         "Budget and cost estimate",
         "The most a job may spend, in USD, on devices and sandboxes; reaching it saves a checkpoint and "

@@ -41,7 +41,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "Hardware, time and queue",
-        ("device", "use_vllm", "devices", "device_type", "time_limit_minutes", "priority"),
+        ("device", "use_vllm", "generate_ahead", "devices", "device_type", "time_limit_minutes", "priority"),
     ),
     ("Pausing", ("pause_on_alarms",)),
     ("Agent jobs", ("environment",)),
@@ -62,6 +62,7 @@ LABELS = {
     "profile_k": "Difficulty profiling: tries per prompt",
     "profile_max_prompts": "Difficulty profiling: most prompts",
     "use_vllm": "Use vLLM on a GPU",
+    "generate_ahead": "Generate ahead",
     "time_limit_minutes": "Time limit (minutes)",
 }
 
@@ -99,6 +100,9 @@ PLAIN_HELP = {
     "always or never solves: they teach nothing. 0: off; otherwise at least 2.",
     "device": "Where the job trains: auto (a GPU when the machine has one, else the CPU), cpu or cuda (a GPU).",
     "use_vllm": "On a GPU, write the answers with vLLM, a faster engine; ignored on a CPU.",
+    "generate_ahead": "Write the next step's answers while this step's are still being checked, so slow "
+    "checks never hold training up; each update then learns from answers one update old. Only with the "
+    "grpo algorithm, not for agent jobs.",
     "environment": "Only for agent jobs, where the model works in several turns in a sandbox and is rewarded "
     'by tests: a JSON object such as {"name": "repo_tests", "max_turns": 6}. Leave empty for ordinary jobs.',
 }
@@ -134,6 +138,7 @@ GLOSSARY = {
     "eval_steps": "held-out",
     "save_steps": "checkpoint",
     "use_vllm": "vllm",
+    "generate_ahead": "generate-ahead",
     "environment": "agent",
 }
 

@@ -1,0 +1,74 @@
+"""generate_ahead (gpu_jobs.ahead): each batch's rewards are scored while the next step generates and updates,
+the run stays seeded, and every step is reported once with the rewards of the batch it trained on."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from gpu_jobs.ahead import AHEAD, ahead
+from gpu_jobs.overlap import REWARD_TIME, REWARD_WAIT
+from gpu_jobs.spec import TrainingSettings
+from tests.unit.test_reward_overlap import digit_count, run, trl_trainer, without_timings
+
+
+def test_a_batch_is_scored_while_the_step_before_it_updates_the_model(tmp_path):
+    """A reward function that returns only once an optimiser step has finished since it was called: with
+    generate_ahead every batch but the first is scored while the step before it updates; TRL's own order
+    scores a batch before any update can happen, so there it waits in vain."""
+    from trl import GRPOTrainer
+
+    def train(trainer_class: type, patience: float) -> list[bool]:
+        seen: list[bool] = []
+
+        def reward(prompts, completions, trainer_state, **kwargs):
+            called_at = trainer_state.global_step
+            deadline = time.monotonic() + patience
+            while trainer_state.global_step == called_at and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen.append(trainer_state.global_step > called_at)
+            return digit_count(prompts, completions)
+
+        trl_trainer(trainer_class, reward, tmp_path / trainer_class.__name__, steps=3).train()
+        return seen
+
+    # The first step scores its batch before it updates, as TRL does; the same prompts are generated again
+    # ahead for step 2; step 2 generates step 3's batch; the last step generates nothing.
+    assert train(ahead(GRPOTrainer), patience=2) == [False, True, True]
+    assert train(GRPOTrainer, patience=0.5) == [False, False, False]
+
+
+def test_a_job_generated_ahead_reports_each_step_once_and_is_seeded(tmp_path):
+    first, summary = run(tmp_path / "one", overlap=True, generate_ahead=True, max_steps=4)
+    again, _ = run(tmp_path / "two", overlap=True, generate_ahead=True, max_steps=4)
+
+    metrics = [m for m in first.of_kind("metric") if "loss" in m]
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]
+    # Step 1 trains on its own batch; each later step on the batch generated a step before.
+    assert [m[AHEAD] for m in metrics] == [0.0, 1.0, 1.0, 1.0]
+    for metric in metrics:
+        # The rewards of the batch a step trained on are reported with that step, sandboxes included.
+        assert metric["verify_distinct/python tests"] > 0, metric
+        assert metric[REWARD_TIME] > 0 and metric[REWARD_WAIT] >= 0
+        assert metric["reward"] == metric["reward"]  # not NaN
+    rollout_steps = [r["step"] for r in first.of_kind("rollout")]
+    assert set(rollout_steps) == {1, 2, 3, 4} and rollout_steps == sorted(rollout_steps)
+    assert summary["steps"] == 4 and Path(summary["checkpoint"]).is_dir()
+
+    # Seeded: the same config gives the same run (rewards, losses, rollouts), whatever the timing.
+    assert [without_timings(m) for m in again.of_kind("metric")] == [
+        without_timings(m) for m in first.of_kind("metric")
+    ]
+    assert again.of_kind("rollout") == first.of_kind("rollout")
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"algorithm": "rloo"}, "generate_ahead: works with algorithm grpo only"),
+        ({"environment": {"name": "repo_tests"}}, "generate_ahead: agent jobs run their episodes"),
+    ],
+)
+def test_generate_ahead_is_refused_where_it_cannot_apply_naming_why(settings, message):
+    with pytest.raises(ValueError, match=message):
+        TrainingSettings(generate_ahead=True, **settings)
