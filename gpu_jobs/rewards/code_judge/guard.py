@@ -85,11 +85,12 @@ def install(report, *, protected_files=(), protected_modules=(), drop=None, arme
 
     `drop`: the raw_memory_modules() to drop, when the caller listed them already (a zygote before forking).
 
-    `armed=False` (a zygote, before it forks runners): the hook is added but stays idle in this process, and
-    the function returned arms it (and drops the modules, and takes signal handlers away) where it is
-    called: in each runner, which so inherits the hook and its closures instead of building them anew.
-    A hook once added cannot be removed, and nothing a program can reach holds the function that arms it or
-    the state it clears (both live in closures and the caller's locals), so a runner cannot disarm it.
+    `armed=False` (a zygote, before it forks runners): the hook is added (and the modules dropped, and signal
+    handlers taken away) but stays idle in this process, and the function returned arms it where it is
+    called: in each runner, which so inherits all of it instead of doing it anew (each page a fresh runner
+    writes is a page copied). A hook once added cannot be removed, and nothing a program can reach holds the
+    function that arms it or the state it clears (both live in closures and the caller's locals), so a
+    runner cannot disarm it.
 
     `protected_files`: file names (the judge's own) that count as trusted callers and must not be spoofed.
     `protected_modules`: module names (besides the standard library's) whose classes must not be patched.
@@ -224,21 +225,16 @@ def install(report, *, protected_files=(), protected_modules=(), drop=None, arme
     def no_signal_handlers(*args, **kwargs):
         refuse("installing a signal handler")
 
-    dropped = raw_memory_modules() if drop is None else drop
-
-    def arm():
-        # Imported ctypes modules are dropped, so that a program's import of them is seen (and refused).
-        for name in dropped:
-            sys.modules.pop(name, None)
-        signal.signal = no_signal_handlers
-        sys.modules["_signal"].signal = no_signal_handlers
-        busy.clear()
-
+    # Imported ctypes modules are dropped, so that a program's import of them is seen (and refused).
+    for name in raw_memory_modules() if drop is None else drop:
+        sys.modules.pop(name, None)
     sys.addaudithook(hook)
+    signal.signal = no_signal_handlers
+    sys.modules["_signal"].signal = no_signal_handlers
     if armed:
-        arm()
+        busy.clear()
         return None
-    return arm
+    return busy.clear
 
 
 def raw_memory_modules():

@@ -458,6 +458,9 @@ class Session:
             "bind": bind,
             "wipe": wipe,
         }
+        code = _compiled_program(program, bind)
+        if code is not None:
+            job["code"] = code
         channel.send(job)
         self.names, self.error, self.failed = {}, None, None
         try:
@@ -544,6 +547,19 @@ class Session:
                 _kill_group(pid)
                 _kill(pid)  # one that left its group
             raise
+
+
+def _compiled_program(program, bind):
+    """The program's code object, marshalled (hex), or None when it does not compile here (its runner then
+    compiles it and reports why, as it would have). Compiling runs none of the program's code, so the judge may
+    do it: a fresh runner then only loads the code, and copies fewer of the zygote's pages than compiling
+    (parsing, the syntax tree, the compiler's tables) would."""
+    import marshal
+
+    try:
+        return marshal.dumps(runner.compile_program(program, bind_result=bind)).hex()
+    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
+        return None
 
 
 def _exception(type_name, message):
