@@ -83,8 +83,10 @@ gpu-resolve: venv
 	  -r requirements/gpu.txt 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }; \
 	echo "requirements/gpu.txt resolves ($$(( $$(date +%s) - start )) s); the full set is in var/gpu-resolve.json"
 
-# A short GRPO job on one CUDA GPU (vLLM colocate rollouts, bf16, gradient checkpointing): prints step time
-# and tokens/s. Exits 2 with a message on a host without CUDA or vLLM. More GPUs: accelerate launch (see script).
+# A short GRPO job on one CUDA GPU (vLLM colocate rollouts, bf16, gradient checkpointing): SmolLM2-135M-Instruct
+# with LoRA on one reasoning-gym domain, bench/learning_smollm.py's job unchanged (GPU_SMOKE_ARGS='--model tiny'
+# for the demo spec); prints step time, tokens/s and held-out accuracy before and after. Exits 2 with a message on
+# a host without CUDA or vLLM. More GPUs: accelerate launch (see script).
 gpu-smoke: venv
 	$(VENV)/bin/python scripts/gpu_smoke.py $(GPU_SMOKE_ARGS)
 

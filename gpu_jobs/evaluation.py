@@ -90,6 +90,10 @@ def evaluate(
     ``length_buckets``) the same scores by prompt length too: ``eval_length/<bound>/<domain>`` and
     ``eval_length/<bound>/mean``, and the rows of each, ``eval_length_rows/<bound>`` (see ``by_length``).
 
+    Each verifier's own mean per domain too, over the rows it scored: ``eval_verifier/<name>/<domain>`` and
+    ``eval_verifier/<name>/mean`` (a domain's own verifier is its held-out accuracy; a format verifier's shows
+    how well the format is kept).
+
     Preconditions: ``rows`` is non-empty; every row is scored by verifiers whose weights sum above 0 (a row
     no verifier scores counts 0).
     """
@@ -103,17 +107,25 @@ def evaluate(
     # scored it, so each domain is judged by its own verifiers.
     sums = [0.0] * len(rows)
     row_weights = [0.0] * len(rows)
+    per_verifier: dict[str, float] = {}
     for name, scorer in scorers.items():
+        own: dict[str, list[float]] = defaultdict(list)
         for index, result in enumerate(scorer.score_batch(rows, completions)):
             if not math.isnan(result.score):
                 sums[index] += weights[name] * result.score
                 row_weights[index] += weights[name]
+                own[str(rows[index].get("domain") or DEFAULT_DOMAIN)].append(result.score)
+                own["mean"].append(result.score)
+        per_verifier.update(
+            {f"eval_verifier/{name}/{domain}": sum(v) / len(v) for domain, v in sorted(own.items())}
+        )
     totals = [total / weight if weight > 0 else 0.0 for total, weight in zip(sums, row_weights, strict=True)]
     by_domain: dict[str, list[float]] = defaultdict(list)
     for row, total in zip(rows, totals, strict=True):
         by_domain[str(row.get("domain") or DEFAULT_DOMAIN)].append(total)
     scores = {f"eval/{domain}": sum(values) / len(values) for domain, values in sorted(by_domain.items())}
     scores["eval/mean"] = sum(totals) / len(totals)
+    scores.update(per_verifier)
     if lengths is not None and bounds:
         scores.update(by_length(rows=rows, totals=totals, lengths=lengths, bounds=bounds))
     return scores

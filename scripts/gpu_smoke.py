@@ -1,12 +1,16 @@
-"""`make gpu-smoke`: a short GRPO job on one CUDA GPU, printing step time and tokens per second.
+"""`make gpu-smoke`: a short GRPO job on one CUDA GPU, printing step time, tokens per second and held-out accuracy.
 
-The job is the demo job's spec (gpu_jobs.addition DEMO_*: two-digit addition, exact match plus Python tests
-in sandboxes, the held-out split) with ``device="cuda"``: TRL trains in bf16 with gradient checkpointing
-and generates rollouts with vLLM in colocate mode (gpu_jobs.device). On a host without a CUDA device, or
-without vLLM when it is asked for, it says so and exits with status 2 instead of failing half-way.
+By default the job is bench/learning_smollm.py's, unchanged: SmolLM2-135M-Instruct with LoRA on one
+reasoning-gym domain (chain_sum), its own checker plus a one-word format check, the held-out prompts evaluated
+before and after. ``--model tiny`` runs the demo job's spec instead (gpu_jobs.addition DEMO_*: two-digit
+addition, exact match plus Python tests in sandboxes). Either way with ``device="cuda"``: TRL trains in bf16 with
+gradient checkpointing and generates rollouts with vLLM in colocate mode (gpu_jobs.device). On a host without a
+CUDA device, or without vLLM when it is asked for, it says so and exits with status 2 instead of failing
+half-way.
 
-    .venv/bin/python scripts/gpu_smoke.py                       # tiny model, 20 steps
-    .venv/bin/python scripts/gpu_smoke.py --model /path/to/hf/folder --steps 10 --no-vllm
+    .venv/bin/python scripts/gpu_smoke.py                       # SmolLM2 on chain_sum, 20 steps
+    .venv/bin/python scripts/gpu_smoke.py --domain basic_arithmetic --steps 40
+    .venv/bin/python scripts/gpu_smoke.py --model tiny --no-vllm
     accelerate launch --num_processes 4 scripts/gpu_smoke.py    # more GPUs (TRL shards the batch)
 
 Needs the GPU host's set (requirements/gpu.txt: vLLM and the torch it wants).
@@ -15,6 +19,7 @@ Needs the GPU host's set (requirements/gpu.txt: vLLM and the torch it wants).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -52,7 +57,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", default="tiny", help='"tiny" (built on first use) or a local HF folder')
+    parser.add_argument(
+        "--model",
+        default="smollm2-135m-instruct",
+        help='smollm2-135m-instruct (imported on first use) with --domain, or "tiny" (the demo spec)',
+    )
+    parser.add_argument("--domain", default="chain_sum", help="the reasoning-gym task SmolLM2 trains on")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--no-vllm", action="store_true", help="generate with transformers, not vLLM")
     parser.add_argument("--store", default=str(ROOT / "var" / "models"), help="model store")
@@ -66,20 +76,29 @@ def main() -> int:
     import torch
 
     from bench.learning import demo_config
+    from bench.learning_smollm import domain_config
     from gpu_jobs.grpo import main as run_job
     from gpu_jobs.sink import FolderCheckpointStore, ListSink
+    from gpu_jobs.smollm import SMOLLM2_NAME, ensure_smollm2
 
     device = torch.cuda.get_device_name(0)
     print(f"gpu-smoke: {torch.cuda.device_count()} CUDA device(s), running on {device}", flush=True)
+    on_gpu = {"max_steps": args.steps, "device": "cuda", "use_vllm": use_vllm}
     with tempfile.TemporaryDirectory(prefix="anneal-gpu-smoke-") as tmp:
-        config = demo_config(
-            store=Path(args.store),
-            output_dir=Path(tmp) / "job",
-            overrides={"max_steps": args.steps, "eval_steps": 0},
-        )
-        config.model = args.model
-        config.device = "cuda"
-        config.use_vllm = use_vllm
+        if args.model == SMOLLM2_NAME:
+            ensure_smollm2(Path(args.store))
+            config = domain_config(
+                task=args.domain, store=Path(args.store), output_dir=Path(tmp) / "job", overrides=on_gpu
+            )
+        else:
+            config = dataclasses.replace(
+                demo_config(
+                    store=Path(args.store),
+                    output_dir=Path(tmp) / "job",
+                    overrides={**on_gpu, "eval_steps": 0},
+                ),
+                model=args.model,
+            )
         sink = ListSink()
         started = time.perf_counter()
         summary = run_job(config, sink=sink, checkpoints=FolderCheckpointStore(Path(tmp) / "kept"))
@@ -102,6 +121,15 @@ def main() -> int:
         print(
             f"gpu-smoke: {per_step * 1000:.0f} ms per step (wall / steps), {tokens / per_step:,.0f} tokens/s"
         )
+    held_out = [m for m in sink.of_kind("metric") if "eval/mean" in m]
+    if len(held_out) >= 2:
+        first, last = held_out[0], held_out[-1]
+        keys = sorted(key for key in last if key.startswith("eval_verifier/") and not key.endswith("/mean"))
+        for key in keys:
+            print(
+                f"gpu-smoke: held-out {key.removeprefix('eval_verifier/')}: {first.get(key, float('nan')):.1%} "
+                f"-> {last[key]:.1%}"
+            )
     print(f"gpu-smoke: final reward {summary['reward']}, checkpoint kept in a temporary folder (removed)")
     return 0
 

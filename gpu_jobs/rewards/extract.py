@@ -7,7 +7,7 @@ import re
 
 from gpu_jobs.rewards.base import SpecError, SpecField
 
-EXTRACT_MODES = ("none", "last_line", "last_number", "boxed", "tag", "json_field")
+EXTRACT_MODES = ("none", "last_line", "last_number", "boxed", "tag", "json_field", "first_line")
 EXTRACT_HELP = {
     "none": "the whole completion",
     "last_line": "the last non-empty line",
@@ -15,6 +15,7 @@ EXTRACT_HELP = {
     "boxed": "the content of the last \\boxed{...}",
     "tag": "the content of the last <tag>...</tag> (the tag named in extract_tag)",
     "json_field": "a field of the last JSON object in the completion (named in extract_json_field)",
+    "first_line": "the first non-empty line, stripped (a short answer a model goes on talking after)",
 }
 
 # Thousands separators only in well-formed groups, so "1,2,3" stays three numbers.
@@ -60,6 +61,9 @@ def extract_answer(text: str, *, mode: str, tag: str = "answer", json_field: str
     if mode == "last_line":
         lines = [line for line in text.splitlines() if line.strip()]
         return lines[-1] if lines else None
+    if mode == "first_line":
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return lines[0] if lines else None
     if mode == "last_number":
         numbers = _NUMBER.findall(text)
         return numbers[-1].replace(",", "") if numbers else None

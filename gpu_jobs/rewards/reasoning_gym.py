@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError, SpecField, shorten
+from gpu_jobs.rewards.extract import check_extract_fields, extract_fields, extract_from_spec
 
 
 @lru_cache(maxsize=64)
@@ -39,6 +40,7 @@ class ReasoningGym(Scorer):
         SpecField("config", (dict,), default={}, help="The generator configuration the rows were made with."),
         SpecField("answer_field", (str,), default="answer", help="The column with the reference answer."),
         SpecField("metadata_field", (str,), default="metadata", help="The column with the entry's metadata."),
+        *extract_fields(),
     )
 
     @classmethod
@@ -50,6 +52,7 @@ class ReasoningGym(Scorer):
             raise SpecError("type", f"reasoning-gym is not installed on this host ({exc})") from exc
         if clean["task"] not in known:
             raise SpecError("task", f"unknown reasoning-gym task {clean['task']!r} ({len(known)} are known)")
+        check_extract_fields(clean)
         return clean
 
     def __init__(self, spec: dict, *, sandbox=None) -> None:
@@ -68,7 +71,12 @@ class ReasoningGym(Scorer):
             "answer": row.get(self.spec["answer_field"]),
             "metadata": row.get(self.spec["metadata_field"]) or {},
         }
-        score = float(self._dataset().score_answer(answer=completion, entry=entry))
+        answer = extract_from_spec(completion, self.spec)
+        if answer is None:
+            return ScoreResult(
+                0.0, {"score_answer": 0.0}, f"no answer found in the completion ({self.spec['extract']})"
+            )
+        score = float(self._dataset().score_answer(answer=answer, entry=entry))
         if score >= 1.0:
             return ScoreResult(1.0, {"score_answer": 1.0}, "correct")
         expected = shorten(str(entry["answer"]), 80)

@@ -195,6 +195,11 @@ def test_held_out_evaluation_per_domain_before_during_and_after(tmp_path):
         domains = {key for key in metric if key.startswith("eval/")} - {"eval/mean"}
         assert domains == {f"eval/{row['domain']}" for row in eval_rows}
         assert all(0.0 <= metric[key] <= 1.0 for key in domains | {"eval/mean"})
+        # Each verifier's own held-out mean too, per domain and over all: a domain's accuracy by its checker.
+        own = {key for key in metric if key.startswith("eval_verifier/")}
+        names = {key.split("/")[1] for key in own}
+        assert names and all(f"eval_verifier/{name}/mean" in own for name in names)
+        assert all(0.0 <= metric[key] <= 1.0 for key in own)
     # Training metrics are still one per step, apart from the evaluations.
     assert [m["step"] for m in sink.of_kind("metric") if "reward" in m] == [1, 2, 3]
 

@@ -136,6 +136,8 @@ def test_build_scorer_validates():
         ("The answer is 57", "none", "The answer is 57"),
         ("thinking...\nAnswer: 57\n\n", "last_line", "Answer: 57"),
         ("\n \n", "last_line", None),
+        ("\n  42 \nBecause 40 + 2 = 42.", "first_line", "42"),
+        ("\n \n", "first_line", None),
         ("3 apples and 1,234.5 pears", "last_number", "1234.5"),
         ("values 1,2,3", "last_number", "3"),
         ("it is -4", "last_number", "-4"),
@@ -144,6 +146,23 @@ def test_build_scorer_validates():
 )
 def test_extract_answer(text, mode, expected):
     assert extract_answer(text, mode=mode) == expected
+
+
+def test_reasoning_gym_scores_the_extracted_answer():
+    import reasoning_gym
+
+    entry = reasoning_gym.create_dataset("chain_sum", size=1, seed=3)[0]
+    row = {"prompt": entry["question"], "answer": entry["answer"], "metadata": entry["metadata"]}
+    spec = {"type": "reasoning_gym", "task": "chain_sum", "config": {"seed": 3, "size": 1}}
+    talking_on = f"{entry['answer']}\nI added the numbers one by one."
+    # Without extraction the talk after the answer costs the credit; with first_line it is the answer alone.
+    assert build_scorer(spec).score(row, talking_on).score < 1.0
+    assert build_scorer({**spec, "extract": "first_line"}).score(row, talking_on).score == 1.0
+    missing = build_scorer({**spec, "extract": "first_line"}).score(row, "\n\n")
+    assert missing.score == 0.0 and "no answer found" in missing.reason
+    with pytest.raises(SpecError) as caught:
+        validate_spec({**spec, "extract": "first_word"})
+    assert caught.value.field == "extract"
 
 
 def test_extract_python_code():
