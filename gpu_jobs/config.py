@@ -56,7 +56,9 @@ class RunInputs:
         default_factory=list,
         metadata={
             "help": "Held-out rows scored with greedy completions by the job's verifiers, per domain (a row's "
-            '"domain", else "all"): before the first step, every eval_steps and at the end. Empty: no evaluation.'
+            '"domain", else "all"): before the first step, every eval_steps and at the end. Empty: no evaluation. '
+            "An agent job's (environment set) are held-out tasks: one greedy episode each, scored as the share "
+            "solved and the agent's habits (gpu_jobs.agent.evaluation)."
         },
     )
 

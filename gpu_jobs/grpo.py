@@ -23,6 +23,7 @@ import shutil
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +159,8 @@ def main(
         step_metrics=recorder.step_metrics,
         tampering=recorder.tampering,
         lengths=lengths,
+        # An agent job's held-out rows are tasks: each evaluation plays one episode per task.
+        agent_evaluate=agent.evaluate if agent is not None else None,
     )
     stopper = control_callback(control or NoControl())
     trainer = trainer_class(
@@ -419,9 +422,11 @@ class ReportingCallback(TrainerCallback):
         step_metrics: dict[int, dict[str, float]],
         tampering: TamperingLog | None = None,
         lengths: JobLengths | None = None,
+        agent_evaluate: Callable[[list[dict], Any, Any], dict[str, float]] | None = None,
     ) -> None:
         self.config = config
         self.lengths = lengths
+        self.agent_evaluate = agent_evaluate
         self.step_metrics = step_metrics
         self.scorers = scorers
         self.last_eval_step: int | None = None
@@ -494,6 +499,11 @@ class ReportingCallback(TrainerCallback):
         if not self.config.eval_rows:
             return
         was_training = model.training
+        if self.agent_evaluate is not None:
+            scores = self.agent_evaluate(self.config.eval_rows, model, tokenizer)
+            model.train(was_training)
+            self._record_evaluation(step, scores)
+            return
         scores = evaluate(
             model=model,
             tokenizer=tokenizer,
@@ -506,6 +516,9 @@ class ReportingCallback(TrainerCallback):
             bounds=self.lengths.eval_bounds if self.lengths else None,
         )
         model.train(was_training)
+        self._record_evaluation(step, scores)
+
+    def _record_evaluation(self, step: int, scores: dict[str, float]) -> None:
         self.last_eval_step = step
         self.sink.emit("metric", {"step": step, **scores})
         for alarm in self.forgetting.observe(step, scores):

@@ -278,6 +278,7 @@ class Episode:
             "format": well_formed / turns if turns else 0.0,
             "turns": float(turns),
             "finished": 1.0 if self.end_reason == "finished" else 0.0,
+            "tested": 1.0 if tested_before_finish(self.steps, self.end_reason) else 0.0,
             "solved": 1.0 if verdict.total and verdict.passed == verdict.total else 0.0,
             "tampering": 1.0 if verdict.tampering else 0.0,
         }
@@ -300,6 +301,20 @@ class Episode:
 
     def abandon(self) -> None:
         self.env.close()
+
+
+EDITS = ("write_file", "apply_patch")  # the calls that change the repository as the task means it
+
+
+def tested_before_finish(steps: list[Step], end_reason: str) -> bool:
+    """The habit the product's articles describe: the episode called finish, and ran the tests after its last
+    edit (or, with no edit, at all) before that."""
+    names = [step.action["name"] for step in steps if step.action is not None]
+    if end_reason != "finished" or not names or names[-1] != "finish":
+        return False
+    edits = [i for i, name in enumerate(names) if name in EDITS]
+    after = edits[-1] + 1 if edits else 0
+    return "run_tests" in names[after:-1]
 
 
 def episode_reward(spec: EnvironmentSpec, parts: dict[str, float]) -> float:

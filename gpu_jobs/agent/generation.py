@@ -12,7 +12,8 @@ from typing import Any
 
 
 class TransformersTurns:
-    """Turns sampled with the model's own ``generate`` (the CPU, and a GPU without vLLM)."""
+    """Turns sampled with the model's own ``generate`` (the CPU, and a GPU without vLLM); greedy when
+    ``temperature`` is 0 (held-out evaluation)."""
 
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float) -> None:
         self.model = model
@@ -31,6 +32,9 @@ class TransformersTurns:
         attention = torch.tensor(
             [[0] * (longest - len(ids)) + [1] * len(ids) for ids in contexts], device=device
         )
+        sampling: dict[str, Any] = {"do_sample": False}
+        if self.temperature > 0:
+            sampling = {"do_sample": True, "temperature": self.temperature, "top_p": 1.0, "top_k": 0}
         was_training = model.training
         model.eval()
         try:
@@ -39,10 +43,7 @@ class TransformersTurns:
                     input_ids=input_ids,
                     attention_mask=attention,
                     max_new_tokens=max_new_tokens,
-                    do_sample=True,
-                    temperature=self.temperature,
-                    top_p=1.0,
-                    top_k=0,
+                    **sampling,
                     pad_token_id=pad,
                     eos_token_id=tokenizer.eos_token_id,
                 )

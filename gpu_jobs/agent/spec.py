@@ -7,7 +7,9 @@ the option with every default filled in, or raises ValueError whose message star
 Reward of an episode, computed on its final state: ``tests_weight * tests + format_weight * format
 - turn_penalty * turns``, or ``formula`` over the same names (the formula language of composite verifiers):
 tests = share of the task's tests passing at the end, format = share of turns with a well-formed tool call,
-turns = model turns taken, finished = 1 when the model called finish, solved = 1 when every test passes.
+turns = model turns taken, finished = 1 when the model called finish, tested = 1 when it ran the tests after its
+last edit and then called finish (gpu_jobs.agent.episode.tested_before_finish), solved = 1 when every test
+passes.
 
 Warm-up (``warmup_sft_steps`` > 0): before GRPO, supervised steps on scripted traces of task-pack tasks the
 job's rows do not hold (gpu_jobs.agent.warmup), so a model that never writes a tool call starts with some.
@@ -25,7 +27,7 @@ from gpu_jobs.rewards.formula import FormulaError, check_formula
 
 ENVIRONMENT_NAMES = ("repo_tests",)
 TOOL_FORMATS = ("auto", "plain", "chat_template")
-REWARD_NAMES = ("tests", "format", "turns", "finished", "solved")
+REWARD_NAMES = ("tests", "format", "turns", "finished", "tested", "solved")
 # An environment that fits the tiny model (gpu_jobs.tiny_model: 512 positions, one token per character): a short
 # system prompt and small observations. A run_tests turn ("Run the tests.\n<tool>...</tool>") is 65 characters;
 # read_file and apply_patch turns do not fit 72 and are left out of its warm-up traces.
@@ -189,9 +191,13 @@ def check_job_environment(config: Any) -> dict:
             check_row(row)
         except RowError as exc:
             raise ValueError(f"rows[{index}].{exc}") from None
+    for index, row in enumerate(getattr(config, "eval_rows", [])):
+        try:
+            check_row(row)
+        except RowError as exc:
+            raise ValueError(f"eval_rows[{index}].{exc}") from None
     unsupported = {
         "algorithm": getattr(config, "algorithm", "grpo") != "grpo",
-        "eval_rows": bool(getattr(config, "eval_rows", [])),
         "profile_k": getattr(config, "profile_k", 0) != 0,
         "domain_weights": bool(getattr(config, "domain_weights", {})),
         "adaptive_sampling": bool(getattr(config, "adaptive_sampling", False)),
@@ -200,10 +206,11 @@ def check_job_environment(config: Any) -> dict:
         if used:
             raise ValueError(f"{name}: not supported with an environment yet; leave it at its default")
     if spec.warmup_sft_steps:
-        if not held_out_rows(config.rows):
+        if not held_out_rows([*config.rows, *getattr(config, "eval_rows", [])]):
             raise ValueError(
-                "environment.warmup_sft_steps: the warm-up trains on task-pack tasks the job's rows do not "
-                "hold, and the rows hold every one; train on fewer pack tasks or set warmup_sft_steps to 0"
+                "environment.warmup_sft_steps: the warm-up trains on task-pack tasks neither the job's rows "
+                "nor its held-out rows hold, and they hold every one; train or evaluate on fewer pack tasks "
+                "or set warmup_sft_steps to 0"
             )
     # use_vllm and device apply as for single-turn jobs (gpu_jobs.device): episodes generate through the
     # trainer's vLLM on a CUDA host (gpu_jobs.agent.training.VLLMTurns), with transformers elsewhere.

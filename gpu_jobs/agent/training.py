@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpu_jobs.agent.episode import Episode, EpisodeResult
+from gpu_jobs.agent.evaluation import agent_scores
 from gpu_jobs.agent.generation import TransformersTurns, VLLMTurns, turn_generator
 from gpu_jobs.agent.rendering import PlainRenderer, make_renderer
 from gpu_jobs.agent.spec import validate_environment
@@ -113,7 +114,8 @@ class AgentRollouts:
             model_dir=model_dir,
             output_dir=Path(self.config.output_dir),
             spec=self.spec,
-            rows=self.rows,
+            # Neither the training nor the held-out tasks: the evaluation is on repositories never trained on.
+            rows=[*self.rows, *self.config.eval_rows],
             device=resolve_device(self.config.device, HostInfo.detect()),
             seed=self.config.seed,
             resume=resume,
@@ -167,21 +169,59 @@ class AgentRollouts:
     ) -> dict:
         """One episode for each row index, in lockstep; what rollout_func returns to TRL. The results stay in
         ``self.results`` (by the returned ``agent_episode`` ids) until the next call."""
-        if self.renderer is None:
-            self.renderer = make_renderer(tokenizer, self.spec)
-        if self.sessions is None:
-            self.sessions = SessionPool(size=min(len(indices), MAX_PRESTARTED), tmpfs_mb=self.spec.tmpfs_mb)
         started = time.monotonic()
         # The previous batch's rewards were computed before this call: only this batch's episodes are kept.
         self.results.clear()
         self.texts.clear()
+        tracks, results, generation_s, with_logprobs = self.play(
+            [self.rows[index] for index in indices], tokenizer, generator
+        )
+        ids = []
+        for result in results:
+            ids.append(self._next_id)
+            self.results[self._next_id] = result
+            self.texts[self._next_id] = "\n".join(step_.raw for step_ in result.steps)
+            self._next_id += 1
+        self._metrics(step, results, generation_s, time.monotonic() - started)
+        self._emit(step, results, indices)
+        eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
+        completion_ids, masks, logprob_lists = [], [], []
+        for track in tracks:
+            if not track.completion_ids:  # TRL needs a token; this one is not trained on
+                track.completion_ids, track.mask, track.logprobs = [eos], [0], [0.0]
+            completion_ids.append(track.completion_ids)
+            masks.append(track.mask)
+            logprob_lists.append(track.logprobs)
+        return {
+            "prompt_ids": [track.prompt_ids for track in tracks],
+            "completion_ids": completion_ids,
+            "logprobs": logprob_lists if with_logprobs else None,
+            "env_mask": masks,
+            "agent_episode": ids,
+        }
+
+    def evaluate(self, rows: list[dict], model: Any, tokenizer: Any) -> dict[str, float]:
+        """One greedy episode per held-out row with the model as it is now (gpu_jobs.agent.evaluation's
+        scores: ``eval/<domain>`` is the solved share, ``eval_agent/*`` the habits)."""
+        _, results, _, _ = self.play(rows, tokenizer, TransformersTurns(model, tokenizer, temperature=0.0))
+        return agent_scores(rows, results)
+
+    def play(
+        self, rows: list[dict], tokenizer: Any, generator: TransformersTurns | VLLMTurns
+    ) -> tuple[list[_Track], list[EpisodeResult], float, bool]:
+        """One episode for each row, in lockstep: (their token records, their results, seconds spent
+        generating, whether the generator gave log-probabilities)."""
+        if self.renderer is None:
+            self.renderer = make_renderer(tokenizer, self.spec)
+        if self.sessions is None:
+            self.sessions = SessionPool(size=min(len(rows), MAX_PRESTARTED), tmpfs_mb=self.spec.tmpfs_mb)
         tracks: list[_Track] = []
         generation_s = 0.0
         with_logprobs = False
         # Sandbox work (starting sessions, tool calls, verification) of different episodes runs side by side.
         with ThreadPoolExecutor(max_workers=SANDBOX_THREADS) as pool:
             try:
-                starts = [pool.submit(self._start, self.rows[index]) for index in indices]
+                starts = [pool.submit(self._start, row) for row in rows]
                 failed = [error for future in starts if (error := future.exception()) is not None]
                 tracks.extend(future.result() for future in starts if future.exception() is None)
                 if failed:
@@ -213,29 +253,7 @@ class AgentRollouts:
                     track.episode.abandon()
                 raise
             results = list(pool.map(lambda track: track.episode.finish(), tracks))
-        ids = []
-        for result in results:
-            ids.append(self._next_id)
-            self.results[self._next_id] = result
-            self.texts[self._next_id] = "\n".join(step_.raw for step_ in result.steps)
-            self._next_id += 1
-        self._metrics(step, results, generation_s, time.monotonic() - started)
-        self._emit(step, results, indices)
-        eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
-        completion_ids, masks, logprob_lists = [], [], []
-        for track in tracks:
-            if not track.completion_ids:  # TRL needs a token; this one is not trained on
-                track.completion_ids, track.mask, track.logprobs = [eos], [0], [0.0]
-            completion_ids.append(track.completion_ids)
-            masks.append(track.mask)
-            logprob_lists.append(track.logprobs)
-        return {
-            "prompt_ids": [track.prompt_ids for track in tracks],
-            "completion_ids": completion_ids,
-            "logprobs": logprob_lists if with_logprobs else None,
-            "env_mask": masks,
-            "agent_episode": ids,
-        }
+        return tracks, results, generation_s, with_logprobs
 
     # The episode loop, batched -----------------------------------------------------------------------------
 
@@ -330,6 +348,8 @@ class AgentRollouts:
         metrics["episode/format"] = sum(r.parts["format"] for r in results) / n
         # Episodes with at least one well-formed tool call: what a warm-up (gpu_jobs.agent.warmup) is for.
         metrics["episode/called_tools"] = sum(any(s.action for s in r.steps) for r in results) / n
+        # Episodes that ran the tests after their last edit, then finished: the habit agents are trained for.
+        metrics["episode/tested_before_finish"] = sum(r.parts["tested"] for r in results) / n
         metrics["episode/summaries"] = sum(r.summaries for r in results) / n
         for reason in {r.end_reason for r in results}:
             metrics[f"episode/end/{reason}"] = sum(r.end_reason == reason for r in results) / n

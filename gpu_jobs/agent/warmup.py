@@ -4,8 +4,9 @@ A model that never writes a well-formed call gets the same reward in every episo
 not break), so GRPO's group-normalised advantage is zero and it learns nothing. With ``warmup_sft_steps`` > 0
 in the job's environment, the job first trains the model, supervised, on scripted episodes:
 
-- Tasks: the repo-fix pack's tasks the job's rows do not hold (``held_out_rows``, matched by task name and by
-  files), so the warm-up never sees the scripted fix of a task the job then trains and is judged on.
+- Tasks: the repo-fix pack's tasks neither the job's rows nor its held-out rows hold (``held_out_rows``,
+  matched by task name and by files), so the warm-up never sees the scripted fix of a task the job then trains
+  on or is judged on.
 - Traces: each task's scripted turns (run the tests, read the module, apply the fix, run the tests, finish),
   played in a real sandbox session through ``Episode``, so the observations, limits and running summary are
   what a rollout has. A turn longer than the turn budget is left out (a model writing it would be cut off).
@@ -242,8 +243,8 @@ def warm_up_model(
 ) -> tuple[Path, dict]:  # fmt: skip
     """The warmed-up model's folder (``output_dir/warmup-model``) and what the warm-up did.
 
-    Preconditions: ``spec.warmup_sft_steps`` > 0; `rows` are the job's rows (their pack tasks are held out);
-    `device` is "cpu" or "cuda" (gpu_jobs.device.resolve_device). With `resume`, a folder a previous run of the
+    Preconditions: ``spec.warmup_sft_steps`` > 0; `rows` are the job's rows and held-out rows (their pack
+    tasks are left out); `device` is "cpu" or "cuda" (gpu_jobs.device.resolve_device). With `resume`, a folder a previous run of the
     job left complete is reused as it is.
     """
     import torch
@@ -257,7 +258,9 @@ def warm_up_model(
     renderer = make_renderer(tokenizer, spec)
     held_out = held_out_rows(rows)
     if not held_out:
-        raise ValueError("environment.warmup_sft_steps: no task-pack task is left out of the job's rows")
+        raise ValueError(
+            "environment.warmup_sft_steps: no task-pack task is left out of the job's rows and held-out rows"
+        )
     examples, record = build_examples(held_out, spec, renderer)
     if not examples:
         raise ValueError(

@@ -38,6 +38,7 @@ def test_a_scripted_fix_earns_reward_1_and_a_complete_trace(task):
     assert result.reward == 1.0
     assert result.end_reason == "finished"
     assert result.parts["solved"] == 1.0 and result.parts["format"] == 1.0
+    assert result.parts["tested"] == 1.0  # the tests ran after the patch, before finish
     names = [step.action["name"] for step in result.steps]
     assert names == ["run_tests", "apply_patch", "run_tests", "finish"]
     first, patch, again, _ = result.steps
@@ -197,6 +198,11 @@ def test_the_reward_composes_a_turn_penalty_and_a_formula():
     assert penalised.reward == pytest.approx(1.0 - 0.05 * 4)
     formula = validate_environment({"formula": "solved * (1 - 0.1 * turns) + 0.5 * finished"})
     assert run_episode(row, formula, fix()).reward == pytest.approx(0.6 + 0.5)
+    # The habit as a reward term: finishing right after the patch, untested, earns less than checking first.
+    habit = validate_environment({"formula": "tests + 0.2 * tested"})
+    untested = ScriptedPolicy([ToolCall("apply_patch", {"diff": row["fix_diff"]})])
+    assert run_episode(row, habit, untested).reward == pytest.approx(1.0)
+    assert run_episode(row, habit, fix()).reward == pytest.approx(1.2)
 
 
 def test_the_parser_reads_the_plain_and_the_chat_template_tags():

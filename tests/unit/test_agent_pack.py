@@ -35,6 +35,40 @@ def test_a_bad_request_names_the_field(api):
     assert too_many.status_code == 400 and too_many.json()["errors"][0]["field"] == "limit"
     unnamed = api.post("/api/v1/datasets/packs/agent", {"name": " "}, format="json")
     assert unnamed.status_code == 400
+    past = api.post("/api/v1/datasets/packs/agent", {"name": "p", "offset": len(TASKS)}, format="json")
+    assert past.status_code == 400 and past.json()["errors"][0]["field"] == "offset"
+    over = api.post("/api/v1/datasets/packs/agent", {"name": "p", "offset": 30, "limit": 10}, format="json")
+    assert over.status_code == 400 and over.json()["errors"][0]["field"] == "limit"
+    assert f"between 1 and {len(TASKS) - 30}" in over.json()["errors"][0]["message"]
+
+
+@pytest.mark.django_db
+def test_an_agent_job_is_judged_on_held_out_repositories(api):
+    from anneal.accounts.models import Team
+    from anneal.datasets.services import dataset_version_create_from_rows
+    from anneal.training.models import Job
+
+    def pack(**body):
+        made = api.post("/api/v1/datasets/packs/agent", body, format="json")
+        assert made.status_code == 201, made.content
+        return made.json()["dataset_version"]["id"]
+
+    train, held = pack(name="train", limit=4), pack(name="held-out", offset=4, limit=3)
+    tasks = [DatasetVersion.objects.get(pk=i).pack["tasks"] for i in (train, held)]
+    assert len(tasks[0]) == 4 and tasks[1] == [task.name for task in TASKS[4:7]]
+    params = {"max_steps": 2, "prompts_per_step": 2, "num_generations": 2, "environment": {}, "eval_steps": 1}
+    body = {"name": "agent", "dataset_version": train, "eval_dataset_version": held, "params": params}
+    response = api.post("/api/v1/jobs", body, format="json")
+    assert response.status_code == 201, response.json()
+    assert Job.objects.get(pk=response.json()["id"]).spec["eval_dataset_version"] == held
+    # Held-out rows that are not repositories are refused by name.
+    plain = dataset_version_create_from_rows(
+        team=Team.objects.get(name="Core"), user=None, name="sums", rows=[{"prompt": "1+1=", "answer": "2"}]
+    )
+    refused = api.post("/api/v1/jobs", {**body, "eval_dataset_version": plain.id}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["errors"][0]["field"] == "eval_dataset_version"
+    assert "files" in refused.json()["errors"][0]["message"]
 
 
 def test_a_job_with_an_environment_names_rows_that_cannot_start_an_episode(tmp_path):

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 
 MODEL_STORE = Path(os.environ.get("ANNEAL_TEST_MODEL_STORE", "/tmp/anneal-test-models"))
 WARMUP = {"warmup_sft_steps": 200, "warmup_sft_learning_rate": 2e-3, "warmup_sft_batch_size": 4}
-JOB_TASKS = 4  # the job trains on the first 4 pack tasks; the warm-up on the other 29
+JOB_TASKS = 4  # the job trains on the first 4 pack tasks and is judged on the next 2; the warm-up on the rest
+EVAL_TASKS = 2
 
 
 @pytest.mark.parametrize(
@@ -91,6 +92,7 @@ def job(tmp_path_factory):
         model_store=str(MODEL_STORE),
         output_dir=str(output_dir),
         rows=pack_rows(limit=JOB_TASKS),
+        eval_rows=pack_rows()[JOB_TASKS : JOB_TASKS + EVAL_TASKS],
         verifiers=[],
         environment={**ENVIRONMENT, **WARMUP},
         max_steps=2,
@@ -109,7 +111,8 @@ def test_after_the_warmup_the_tiny_model_calls_tools_and_the_reward_is_no_longer
     summary, sink, output_dir = job
     assert summary["steps"] == 2 and sink.of_kind("checkpoint")
     (log,) = [e["message"] for e in sink.of_kind("log") if e["message"].startswith("warm-up:")]
-    assert f"{len(pack_rows()) - JOB_TASKS} held-out pack tasks" in log
+    # Neither the training tasks nor the held-out ones are warmed up on.
+    assert f"{len(pack_rows()) - JOB_TASKS - EVAL_TASKS} held-out pack tasks" in log
     assert (output_dir / "warmup-model" / "anneal_warmup.json").is_file()
     metrics = [m for m in sink.of_kind("metric") if "episode/turns" in m]
     assert len(metrics) == 2
@@ -121,3 +124,34 @@ def test_after_the_warmup_the_tiny_model_calls_tools_and_the_reward_is_no_longer
     rollouts = sink.of_kind("rollout")
     called = [t for r in rollouts for t in r["turns"] if t["action"]]
     assert called
+
+
+def test_the_held_out_tasks_are_played_before_training_and_at_the_end(job):
+    _, sink, _ = job
+    evaluations = [m for m in sink.of_kind("metric") if "eval_agent/solved" in m]
+    # Before the first GRPO step (the warm-up alone) and after the last: one greedy episode per task.
+    assert [m["step"] for m in evaluations] == [0, 2]
+    for metric in evaluations:
+        assert metric["eval_agent/episodes"] == EVAL_TASKS
+        assert metric["eval/mean"] == metric["eval_agent/solved"] == metric["eval/repo_fix"]
+        for key in ("solved", "tests", "tested_before_finish", "valid_calls"):
+            assert 0.0 <= metric[f"eval_agent/{key}"] <= 1.0
+        assert 1 <= metric["eval_agent/turns"] <= ENVIRONMENT["max_turns"]
+    # Warmed up, the model writes tool calls on tasks it has never seen.
+    assert max(m["eval_agent/valid_calls"] for m in evaluations) > 0
+
+
+def test_an_agent_jobs_held_out_rows_must_be_tasks(tmp_path):
+    bad = {k: v for k, v in pack_rows()[JOB_TASKS].items() if k != "test_files"}
+    with pytest.raises(ValueError, match=r"^eval_rows\[1\]\.test_files: "):
+        GRPOJobConfig(
+            model_store=str(MODEL_STORE), output_dir=str(tmp_path), rows=pack_rows(limit=JOB_TASKS),
+            eval_rows=[pack_rows()[JOB_TASKS + 1], bad], verifiers=[], environment=ENVIRONMENT,
+            prompts_per_step=2,
+        )  # fmt: skip
+    # The warm-up needs pack tasks that are neither trained nor judged on.
+    with pytest.raises(ValueError, match="^environment.warmup_sft_steps: .*every one"):
+        GRPOJobConfig(
+            model_store=str(MODEL_STORE), output_dir=str(tmp_path), rows=pack_rows()[:20],
+            eval_rows=pack_rows()[20:], verifiers=[], environment={**ENVIRONMENT, **WARMUP},
+        )  # fmt: skip

@@ -521,6 +521,10 @@
     }
   );
 
+  var AGENT_HABITS = {
+    "eval_agent/tested_before_finish": "ran the tests before finishing",
+    "eval_agent/valid_calls": "valid tool calls (share of turns)",
+  };
   // Held-out evaluation (gpu_jobs.evaluation): "eval/<domain>" and "eval/mean", scores in [0, 1]. Until the
   // first evaluation the card says why it is empty (the server wrote when it runs, or that there is none).
   var evalChart = lineChart(
@@ -534,7 +538,10 @@
         return { trace: { name: "all domains", mode: "lines+markers", line: { width: 3 }, marker: { size: 6 } } };
       }
       var domain = /^eval\/(.+)$/.exec(key);
-      return domain ? { trace: { name: "domain " + domain[1], mode: "lines+markers", line: { width: 1.6, dash: "dot" } } } : null;
+      if (domain) return { trace: { name: "domain " + domain[1], mode: "lines+markers", line: { width: 1.6, dash: "dot" } } };
+      // Agent jobs (gpu_jobs.agent.evaluation): the held-out episodes' habits beside the share solved.
+      if (AGENT_HABITS[key]) return { trace: { name: AGENT_HABITS[key], mode: "lines+markers", line: { width: 1.6, dash: "dash" } } };
+      return null;
     }
   );
 

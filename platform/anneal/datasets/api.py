@@ -406,12 +406,15 @@ class AgentPackCreateApi(TeamScopedView):
     class AgentPackInput(serializers.Serializer):
         name = serializers.CharField()
         limit = serializers.IntegerField(default=None, allow_null=True)
+        offset = serializers.IntegerField(default=0)
 
     @extend_schema(
         request=AgentPackInput,
         responses={201: OpenApiTypes.OBJECT},
         description="Make a dataset version of the repo-fix task pack (small repositories with a planted bug "
-        "and their tests; train on it with an environment job): {dataset_version}.",
+        "and their tests; train on it with an environment job): {dataset_version}. limit tasks from the "
+        "offset-th on (all by default): e.g. offset 0 limit 12 to train and offset 12 limit 8 as the held-out "
+        "set (eval_dataset_version) of repositories the job never trains on.",
     )
     def post(self, request):
         from anneal.datasets.pack_services import agent_task_pack_create

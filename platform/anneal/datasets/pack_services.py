@@ -68,19 +68,29 @@ def domain_pack_create(
     return PackResult(version=version, verifiers=verifiers, dropped=dropped)
 
 
-def agent_task_pack_create(*, team: Team, user: User, name: str, limit: int | None = None) -> DatasetVersion:
+def agent_task_pack_create(
+    *, team: Team, user: User, name: str, limit: int | None = None, offset: int = 0
+) -> DatasetVersion:
     """The repo-fix task pack (gpu_jobs.agent.taskpack: small repositories, a bug planted in each, their
-    tests) as a new version of dataset ``name``, the first ``limit`` tasks when given. Its rows carry
-    ``files``, ``test_files``, ``solution`` and ``fix_diff``: a job trains on it with an environment
+    tests) as a new version of dataset ``name``: ``limit`` tasks (all when None) from the ``offset``-th on, so
+    a training set and a held-out set of other repositories can be made apart. Its rows carry ``files``,
+    ``test_files``, ``solution`` and ``fix_diff``: a job trains on it with an environment
     (GRPOJobConfig.environment), and bench/agent_episodes.py runs the same rows as a benchmark."""
     from gpu_jobs.agent.taskpack import TASKS, pack_rows
 
     name = (name or "").strip()
     if not name:
         raise InputError("give the dataset a name", field="name")
-    if limit is not None and not 1 <= limit <= len(TASKS):
-        raise InputError(f"must be between 1 and {len(TASKS)} (the tasks in the pack)", field="limit")
-    rows = pack_rows(limit)
+    if not 0 <= offset < len(TASKS):
+        raise InputError(
+            f"must be between 0 and {len(TASKS) - 1} (the pack has {len(TASKS)} tasks)", field="offset"
+        )
+    if limit is not None and not 1 <= limit <= len(TASKS) - offset:
+        raise InputError(
+            f"must be between 1 and {len(TASKS) - offset} (the tasks in the pack from offset {offset} on)",
+            field="limit",
+        )
+    rows = pack_rows()[offset:][:limit]
     stats = _Stats(token_counter("tiny"))
     for row in rows:
         stats.add(row)

@@ -33,6 +33,22 @@ METRIC_GROUPS: list[dict] = [
         "rows": [
             {"key": "eval/mean", "label": "all domains", "format": "number"},
             {"pattern": r"^eval/(.+)$", "label": "domain {}", "format": "number"},
+            {"pattern": r"^eval_verifier/(.+)$", "label": "verifier {}", "format": "number"},
+        ],
+    },
+    {
+        "title": "Held-out agent episodes",
+        "rows": [
+            {"key": "eval_agent/solved", "label": "tasks solved", "format": "share"},
+            {"key": "eval_agent/tests", "label": "tests passing at the end", "format": "share"},
+            {
+                "key": "eval_agent/tested_before_finish",
+                "label": "ran the tests before finishing",
+                "format": "share",
+            },
+            {"key": "eval_agent/valid_calls", "label": "turns with a valid tool call", "format": "share"},
+            {"key": "eval_agent/turns", "label": "turns per episode", "format": "number"},
+            {"key": "eval_agent/episodes", "label": "episodes", "format": "count"},
         ],
     },
     {

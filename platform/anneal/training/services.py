@@ -72,6 +72,9 @@ def job_launch(
     domain_rows = _domain_rows(
         versions=versions, domain_weights=domain_weights, choices=choices, agentic=agentic
     )
+    if agentic and eval_version is not None:
+        # An agent job's held-out rows are tasks too: the evaluation plays an episode on each.
+        agent_rows_check([eval_version], field="eval_dataset_version")
     spec = _frozen_spec(
         settings=settings,
         limits=limits,
@@ -246,15 +249,16 @@ def _job_create(
     return job
 
 
-def agent_rows_check(versions: list[DatasetVersion]) -> None:
-    """An agent job's data must be repositories: rows with files and test_files (e.g. the repo-fix pack)."""
+def agent_rows_check(versions: list[DatasetVersion], *, field: str = "") -> None:
+    """An agent job's data must be repositories: rows with files and test_files (e.g. the repo-fix pack).
+    Errors name ``field`` when given, else dataset_versions[index]."""
     for index, version in enumerate(versions):
         missing = sorted({"prompt", "files", "test_files"} - set(version.columns or []))
         if missing:
             raise InputError(
-                f"{version} has no {', '.join(missing)} column(s): an environment job trains on repositories "
-                "(rows with prompt, files and test_files), such as the repo-fix task pack",
-                field=f"dataset_versions[{index}]",
+                f"{version} has no {', '.join(missing)} column(s): an environment job trains and is evaluated "
+                "on repositories (rows with prompt, files and test_files), such as the repo-fix task pack",
+                field=field or f"dataset_versions[{index}]",
             )
 
 

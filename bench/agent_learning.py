@@ -1,0 +1,146 @@
+"""Does multi-turn GRPO teach an agent the habit the articles describe, on repositories it never trained on?
+
+Through the real stack (tests/stack.py), as a user would over REST: the repo-fix pack's first --train-tasks
+tasks as the training set and the next --held-tasks as the held-out set (POST /datasets/packs/agent with
+offset and limit), an agent job on the tiny model with the supervised warm-up (on the pack's remaining tasks
+only: neither trained nor judged on) and the job's own held-out evaluation every --eval-steps: one greedy
+episode per held-out task (gpu_jobs.agent.evaluation). Step 0's evaluation is the warm-up alone; the last is
+after GRPO. Per seed and over seeds (mean, min-max) it prints the share of held-out tasks solved, of
+episodes that ran the tests after their last edit and then finished, of turns with a valid tool call, and
+the mean turns, before and after.
+
+    .venv/bin/python bench/agent_learning.py                       # 2 seeds, 30 GRPO steps each
+    .venv/bin/python bench/agent_learning.py --seeds 0,1,2 --steps 60
+    .venv/bin/python bench/agent_learning.py --habit 0.2           # reward the habit: tests + 0.2 * tested
+
+The reward is the environment's (tests + 0.1 * format) unless --habit gives the 'tested' part a weight
+(environment formula "tests + 0.1 * format + H * tested").
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
+
+from bench.learning_smollm import run_job  # noqa: E402
+from gpu_jobs.agent.spec import TINY_MODEL_ENVIRONMENT  # noqa: E402
+from tests.stack import Stack  # noqa: E402
+
+HABITS = {
+    "solved": "held-out tasks solved",
+    "tested_before_finish": "ran the tests before finishing",
+    "valid_calls": "turns with a valid tool call",
+    "turns": "turns per episode",
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--train-tasks", type=int, default=12)
+    parser.add_argument("--held-tasks", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=30, help="GRPO steps after the warm-up")
+    parser.add_argument("--eval-steps", type=int, default=10)
+    parser.add_argument("--prompts", type=int, default=2, help="tasks per step")
+    parser.add_argument("--generations", type=int, default=4, help="episodes per task (a GRPO group)")
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--warmup-steps", type=int, default=200)
+    parser.add_argument("--habit", type=float, default=0.0, help="reward weight of the 'tested' part")
+    parser.add_argument("--seeds", default="0,1")
+    return parser
+
+
+def job_params(args: argparse.Namespace, seed: int) -> dict:
+    environment = {
+        **TINY_MODEL_ENVIRONMENT,
+        "warmup_sft_steps": args.warmup_steps,
+        "warmup_sft_learning_rate": 2e-3,
+        "warmup_sft_batch_size": 4,
+    }
+    if args.habit:
+        environment["formula"] = (
+            f"tests + {TINY_MODEL_ENVIRONMENT['format_weight']} * format + {args.habit} * tested"
+        )
+    return {
+        "max_steps": args.steps,
+        "prompts_per_step": args.prompts,
+        "num_generations": args.generations,
+        "learning_rate": args.lr,
+        "temperature": args.temperature,
+        "eval_steps": args.eval_steps,
+        "rollouts_per_step": 2,
+        "seed": seed,
+        "environment": environment,
+    }
+
+
+def evaluations(events: list[dict]) -> dict[int, dict[str, float]]:
+    """step -> the held-out evaluation's eval_agent/* figures."""
+    return {
+        int(e["payload"]["step"]): {k.removeprefix("eval_agent/"): v for k, v in e["payload"].items()
+                                    if k.startswith("eval_agent/")}
+        for e in events
+        if e["kind"] == "metric" and "eval_agent/solved" in e["payload"]
+    }  # fmt: skip
+
+
+def pack(api, **body) -> int:
+    made = api.post("/datasets/packs/agent", json=body)
+    if made.status_code != 201:
+        raise RuntimeError(f"pack {body}: {made.status_code} {made.text[:300]}")
+    return made.json()["dataset_version"]["id"]
+
+
+def spread(values: list[float], share: bool) -> str:
+    shown = [f"{v:.0%}" if share else f"{v:.2f}" for v in (statistics.mean(values), min(values), max(values))]
+    return f"{shown[0]} ({shown[1]}-{shown[2]})"
+
+
+def main() -> None:
+    args = parser().parse_args()
+    seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
+    stack = Stack(Path(tempfile.mkdtemp(prefix="anneal-agent-learning-")))
+    stack.start()
+    try:
+        api = stack.client(stack.member("agent", team="Agents"))
+        train = pack(api, name="repo-fix train", limit=args.train_tasks)
+        held = pack(api, name="repo-fix held-out", offset=args.train_tasks, limit=args.held_tasks)
+        print(
+            f"training tasks: pack 0-{args.train_tasks - 1}; held-out: {args.train_tasks}-"
+            f"{args.train_tasks + args.held_tasks - 1}; the warm-up uses the rest",
+            flush=True,
+        )
+        runs = []
+        for seed in seeds:
+            done = run_job(
+                api, name=f"agent habit seed {seed}", train=train, held_out=held, verifiers=[],
+                params=job_params(args, seed),
+            )  # fmt: skip
+            by_step = evaluations(done["events"])
+            first, last = by_step[min(by_step)], by_step[max(by_step)]
+            runs.append((first, last))
+            print(f"\nseed {seed} (job {done['id']}): wall {done['wall_s'] / 60:.1f} min", flush=True)
+            for key, label in HABITS.items():
+                curve = ", ".join(f"{step}: {figures[key]:.2f}" for step, figures in sorted(by_step.items()))
+                print(f"  {label:<32} {first[key]:.2f} -> {last[key]:.2f}   by step {curve}", flush=True)
+        print(f"\nover seeds {seeds} ({args.held_tasks} held-out tasks, one greedy episode each):")
+        print(f"  {'':<32} {'warm-up alone':<20} {'after GRPO':<20}")
+        for key, label in HABITS.items():
+            share = key != "turns"
+            before = spread([first[key] for first, _ in runs], share)
+            after = spread([last[key] for _, last in runs], share)
+            print(f"  {label:<32} {before:<20} {after:<20}")
+    finally:
+        stack.stop()
+
+
+if __name__ == "__main__":
+    main()

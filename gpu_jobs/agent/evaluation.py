@@ -1,0 +1,42 @@
+"""Held-out evaluation of an agent job: one episode per held-out task (repositories the job never trains on),
+scored as the habits the product's articles describe.
+
+``agent_scores`` turns the episodes' results into the metric event's fields:
+
+- ``eval/<domain>`` and ``eval/mean``: the share of episodes that solved their task (every test passes on the
+  final state), so the forgetting alarm, the job page's held-out chart and the model card read an agent job's
+  evaluation as they read any other;
+- ``eval_agent/solved``, ``eval_agent/tests`` (mean share of tests passing at the end),
+  ``eval_agent/tested_before_finish`` (episodes that called finish with a run_tests after their last edit:
+  gpu_jobs.agent.episode.tested_before_finish),
+  ``eval_agent/valid_calls`` (mean share of an episode's turns holding a well-formed tool call),
+  ``eval_agent/turns`` (mean turns) and ``eval_agent/episodes``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from gpu_jobs.agent.episode import EpisodeResult
+from gpu_jobs.domains import row_domain
+
+
+def agent_scores(rows: list[dict], results: list[EpisodeResult]) -> dict[str, float]:
+    """The metric fields for episodes ``results`` of ``rows`` (one each, in order). Precondition: non-empty."""
+    by_domain: dict[str, list[float]] = defaultdict(list)
+    for row, result in zip(rows, results, strict=True):
+        by_domain[row_domain(row)].append(result.parts["solved"])
+    n = len(results)
+    scores = {f"eval/{domain}": sum(values) / len(values) for domain, values in sorted(by_domain.items())}
+    scores["eval/mean"] = sum(r.parts["solved"] for r in results) / n
+    scores.update(
+        {
+            "eval_agent/solved": scores["eval/mean"],
+            "eval_agent/tests": sum(r.parts["tests"] for r in results) / n,
+            "eval_agent/tested_before_finish": sum(r.parts["tested"] for r in results) / n,
+            "eval_agent/valid_calls": sum(r.parts["format"] for r in results) / n,
+            "eval_agent/turns": sum(r.parts["turns"] for r in results) / n,
+            "eval_agent/episodes": float(n),
+        }
+    )
+    return scores
