@@ -76,6 +76,10 @@ def job_params(args: argparse.Namespace) -> dict:
     }
     if args.adaptive:
         params["adaptive_sampling"] = True
+    if args.profile_k:
+        # Difficulty profiling: prompts the base model always or never solves in k tries are dropped.
+        params["profile_k"] = args.profile_k
+        params["profile_max_prompts"] = args.profile_max_prompts
     return params
 
 
@@ -115,6 +119,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--format-weight", type=float, default=0.2)
     parser.add_argument("--adaptive", action="store_true", help="adaptive sampling across the domains")
+    parser.add_argument("--profile-k", type=int, default=4, help="difficulty profiling tries (0: off)")
+    parser.add_argument("--profile-max-prompts", type=int, default=160)
     parser.add_argument("--runs", type=int, default=1, help="run the same job spec this many times")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", type=Path, default=PLOT)
@@ -296,6 +302,18 @@ def main() -> None:
                 print(
                     f"  {task:<22} held-out accuracy {base:.1%} -> {final:.1%} ({(final - base) * 100:+.1f} "
                     f"points)   by step {by_step}",
+                    flush=True,
+                )
+            profiled = [
+                e["payload"]["profile"]
+                for e in done["events"]
+                if e["kind"] == "log" and "profile" in e["payload"]
+            ]
+            if profiled:
+                p = profiled[0]
+                print(
+                    f"  difficulty profile: kept {p['kept']} of {p['profiled']} (dropped {p['dropped_always_solved']} "
+                    f"always and {p['dropped_never_solved']} never solved), mean pass rate {p['mean_pass_rate']:.2f}",
                     flush=True,
                 )
             rang = [f"{alarm.get('name')} at step {alarm.get('step')}" for alarm in alarms]

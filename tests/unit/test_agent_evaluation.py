@@ -3,8 +3,8 @@ valid tool calls, turns) read off each episode's trace."""
 
 import pytest
 
-from gpu_jobs.agent.environment import Verdict
 from gpu_jobs.agent import episode as episodes
+from gpu_jobs.agent.environment import Verdict
 from gpu_jobs.agent.episode import EpisodeResult, Step
 from gpu_jobs.agent.evaluation import agent_scores
 
