@@ -10,7 +10,7 @@ accuracy (the domain verifier's own score, eval_verifier/<name>/<domain>) of the
 job's wall time and its median step time; with --runs 2 the same job spec twice. Plots held-out accuracy by
 step to docs/figures/learning_smollm.png (or --plot).
 
-    .venv/bin/python bench/learning_smollm.py                                  # chain_sum, 40 steps
+    .venv/bin/python bench/learning_smollm.py                                  # chain_sum, 30 steps
     .venv/bin/python bench/learning_smollm.py --runs 2                         # the same spec twice
     .venv/bin/python bench/learning_smollm.py --tasks chain_sum,basic_arithmetic --adaptive   # two domains
 
@@ -110,8 +110,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--eval-rows", type=int, default=100, help="held-out rows per task (distinct prompts)"
     )
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--eval-steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--eval-steps", type=int, default=5)
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=8, help="max_completion_length")
@@ -232,7 +232,7 @@ def plot(runs: list[tuple[str, dict[str, dict[int, float]]]], path: Path, title:
     axes.set_xlabel("training step")
     axes.set_ylabel("held-out accuracy")
     axes.set_ylim(0, 1)
-    axes.set_title(title)
+    axes.set_title(title, fontsize=10)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()
@@ -326,7 +326,7 @@ def main() -> None:
                     f"{', '.join(f'{f:.1%}' for f in finals)} (spread {100 * (max(finals) - min(finals)):.1f} points)"
                 )
         path = plot(
-            results, args.plot, f"SmolLM2-135M-Instruct, GRPO + LoRA on 2 CPU cores: {', '.join(tasks)}"
+            results, args.plot, f"SmolLM2-135M-Instruct, GRPO + LoRA on 2 CPU cores\n{', '.join(tasks)}"
         )
         print(f"\nplot: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     finally:
