@@ -189,7 +189,8 @@ def main() -> None:
     parser.add_argument(
         "--overlap-only",
         action="store_true",
-        help="only the last two modes (concurrent, distinct; the same overlapped) and the alternating run",
+        help="only the last three modes (concurrent, distinct; the same overlapped; generate ahead) and the "
+        "alternating run",
     )
     args = parser.parse_args()
     store = Path(args.store)
