@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
+from bench import plots  # noqa: E402
 from tests.stack import Stack, all_events, jsonl, wait_for  # noqa: E402
 
 PLOT = ROOT / "docs" / "figures" / "learning_smollm.png"
@@ -233,13 +234,7 @@ def plot(runs: list[tuple[str, dict[str, dict[int, float]]]], path: Path, title:
     axes.set_ylabel("held-out accuracy")
     axes.set_ylim(0, 1)
     axes.set_title(title, fontsize=10)
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    plt.close(figure)
-    return path
+    return plots.finish(figure, axes, path)
 
 
 def main() -> None:

@@ -31,6 +31,13 @@ def log2_lines(
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
     axes.set_title(title)
+    return finish(figure, axes, path)
+
+
+def finish(figure, axes, path: Path) -> Path:
+    """Grid, legend and layout of a benchmark plot, written to `path` (its folder made) and closed."""
+    import matplotlib.pyplot as plt
+
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()
