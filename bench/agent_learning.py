@@ -12,6 +12,7 @@ the mean turns, before and after.
     .venv/bin/python bench/agent_learning.py                       # 2 seeds, 30 GRPO steps each
     .venv/bin/python bench/agent_learning.py --seeds 0,1,2 --steps 60
     .venv/bin/python bench/agent_learning.py --habit 0.2           # reward the habit: tests + 0.2 * tested
+    .venv/bin/python bench/agent_learning.py --beta 0.04           # a KL penalty against the warmed-up model
 
 The reward is the environment's (tests + 0.1 * format) unless --habit gives the 'tested' part a weight
 (environment formula "tests + 0.1 * format + H * tested").
@@ -54,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--warmup-steps", type=int, default=200)
     parser.add_argument("--habit", type=float, default=0.0, help="reward weight of the 'tested' part")
+    parser.add_argument("--beta", type=float, default=0.0, help="KL penalty against the warmed-up model")
     parser.add_argument("--seeds", default="0,1")
     return parser
 
@@ -75,6 +77,7 @@ def job_params(args: argparse.Namespace, seed: int) -> dict:
         "num_generations": args.generations,
         "learning_rate": args.lr,
         "temperature": args.temperature,
+        "beta": args.beta,
         "eval_steps": args.eval_steps,
         "rollouts_per_step": 2,
         "seed": seed,

@@ -108,7 +108,14 @@ def evaluate_model(model_dir: str, inputs: dict, sandbox, outbound=None) -> dict
             weights=weights,
             max_new_tokens=inputs["max_new_tokens"],
         )
-        scores.update({("held-out", key.removeprefix("eval/")): value for key, value in result.items()})
+        # Per domain and the mean (eval/*); each verifier's own scores (eval_verifier/*) are not gated.
+        scores.update(
+            {
+                ("held-out", key.removeprefix("eval/")): value
+                for key, value in result.items()
+                if key.startswith("eval/")
+            }
+        )
     general = evaluate(
         model=model,
         tokenizer=tokenizer,

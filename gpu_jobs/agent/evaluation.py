@@ -33,7 +33,7 @@ def agent_scores(rows: list[dict], results: list[EpisodeResult]) -> dict[str, fl
         {
             "eval_agent/solved": scores["eval/mean"],
             "eval_agent/tests": sum(r.parts["tests"] for r in results) / n,
-            "eval_agent/tested_before_finish": sum(r.parts["tested"] for r in results) / n,
+            "eval_agent/tested_before_finish": sum(r.parts.get("tested", 0.0) for r in results) / n,
             "eval_agent/valid_calls": sum(r.parts["format"] for r in results) / n,
             "eval_agent/turns": sum(r.parts["turns"] for r in results) / n,
             "eval_agent/episodes": float(n),

@@ -349,7 +349,7 @@ class AgentRollouts:
         # Episodes with at least one well-formed tool call: what a warm-up (gpu_jobs.agent.warmup) is for.
         metrics["episode/called_tools"] = sum(any(s.action for s in r.steps) for r in results) / n
         # Episodes that ran the tests after their last edit, then finished: the habit agents are trained for.
-        metrics["episode/tested_before_finish"] = sum(r.parts["tested"] for r in results) / n
+        metrics["episode/tested_before_finish"] = sum(r.parts.get("tested", 0.0) for r in results) / n
         metrics["episode/summaries"] = sum(r.summaries for r in results) / n
         for reason in {r.end_reason for r in results}:
             metrics[f"episode/end/{reason}"] = sum(r.end_reason == reason for r in results) / n
