@@ -501,24 +501,19 @@ class ReportingCallback(TrainerCallback):
         was_training = model.training
         if self.agent_evaluate is not None:
             scores = self.agent_evaluate(self.config.eval_rows, model, tokenizer)
-            model.train(was_training)
-            self._record_evaluation(step, scores)
-            return
-        scores = evaluate(
-            model=model,
-            tokenizer=tokenizer,
-            rows=self.config.eval_rows,
-            scorers=self.scorers,
-            weights={v["name"]: float(v["weight"]) for v in self.config.verifiers},
-            max_new_tokens=self.config.max_completion_length,
-            # Scores per prompt-length bucket too (eval_length/<bound>/<domain>), when the rows have lengths.
-            lengths=self.lengths.eval_lengths if self.lengths and self.lengths.eval_bounds else None,
-            bounds=self.lengths.eval_bounds if self.lengths else None,
-        )
+        else:
+            scores = evaluate(
+                model=model,
+                tokenizer=tokenizer,
+                rows=self.config.eval_rows,
+                scorers=self.scorers,
+                weights={v["name"]: float(v["weight"]) for v in self.config.verifiers},
+                max_new_tokens=self.config.max_completion_length,
+                # Scores per prompt-length bucket too (eval_length/<bound>/<domain>), when rows have lengths.
+                lengths=self.lengths.eval_lengths if self.lengths and self.lengths.eval_bounds else None,
+                bounds=self.lengths.eval_bounds if self.lengths else None,
+            )
         model.train(was_training)
-        self._record_evaluation(step, scores)
-
-    def _record_evaluation(self, step: int, scores: dict[str, float]) -> None:
         self.last_eval_step = step
         self.sink.emit("metric", {"step": step, **scores})
         for alarm in self.forgetting.observe(step, scores):

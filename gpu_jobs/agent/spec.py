@@ -186,16 +186,13 @@ def check_job_environment(config: Any) -> dict:
     that environment jobs do not support yet.
     """
     spec = validate_environment(config.environment)
-    for index, row in enumerate(config.rows):
-        try:
-            check_row(row)
-        except RowError as exc:
-            raise ValueError(f"rows[{index}].{exc}") from None
-    for index, row in enumerate(getattr(config, "eval_rows", [])):
-        try:
-            check_row(row)
-        except RowError as exc:
-            raise ValueError(f"eval_rows[{index}].{exc}") from None
+    # The held-out rows are tasks too: the evaluation plays an episode on each.
+    for field_name in ("rows", "eval_rows"):
+        for index, row in enumerate(getattr(config, field_name, [])):
+            try:
+                check_row(row)
+            except RowError as exc:
+                raise ValueError(f"{field_name}[{index}].{exc}") from None
     unsupported = {
         "algorithm": getattr(config, "algorithm", "grpo") != "grpo",
         "profile_k": getattr(config, "profile_k", 0) != 0,

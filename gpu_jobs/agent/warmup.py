@@ -244,8 +244,8 @@ def warm_up_model(
     """The warmed-up model's folder (``output_dir/warmup-model``) and what the warm-up did.
 
     Preconditions: ``spec.warmup_sft_steps`` > 0; `rows` are the job's rows and held-out rows (their pack
-    tasks are left out); `device` is "cpu" or "cuda" (gpu_jobs.device.resolve_device). With `resume`, a folder a previous run of the
-    job left complete is reused as it is.
+    tasks are left out); `device` is "cpu" or "cuda" (gpu_jobs.device.resolve_device). With `resume`, a
+    folder a previous run of the job left complete is reused as it is.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
