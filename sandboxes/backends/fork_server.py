@@ -26,6 +26,7 @@ close and throws the sandbox away.
 """
 
 import atexit
+import binascii
 import builtins
 import ctypes
 import gc
@@ -42,6 +43,7 @@ import sys
 import threading
 import traceback
 import types
+import zlib
 
 # Imported once, before the first fork, so a run only pays for a fork. What verifier programs commonly use.
 PRELOADED = (
@@ -50,7 +52,8 @@ PRELOADED = (
     "unittest",
 )  # fmt: skip
 
-# name -> (file name, source) of modules to define before the first fork; sandboxes/preload.py fills this in.
+# name -> (file name, packed source) of modules to define before the first fork; sandboxes/preload.py fills
+# this in (its pack(): compressed, in base64; unpack() gives the source back).
 # (A type comment, not an annotation: preload.py finds this line by its text "PRELOAD_SOURCES = {}".)
 PRELOAD_SOURCES = {}  # type: dict[str, tuple[str, str]]
 PR_SET_DUMPABLE = 4
@@ -355,6 +358,11 @@ def serve(sock: socket.socket) -> None:
         sock.send(json.dumps(report).encode())
 
 
+def unpack(packed: str) -> str:
+    """A preloaded module's source from its packed form (sandboxes/preload.py's pack)."""
+    return zlib.decompress(binascii.a2b_base64(packed)).decode()
+
+
 def connect(where: str) -> socket.socket:
     """An inherited descriptor ("7"), or a unix socket path bind-mounted into a container ("unix:/run/x")."""
     if not where.startswith("unix:"):
@@ -370,11 +378,11 @@ def main() -> None:
     sock = connect(sys.argv[1])
     for name in PRELOADED:
         __import__(name)
-    for name, (filename, source) in PRELOAD_SOURCES.items():
+    for name, (filename, packed) in PRELOAD_SOURCES.items():
         module = types.ModuleType(name)
         module.__file__ = filename
         sys.modules[name] = module
-        exec(compile(source, filename, "exec"), module.__dict__)
+        exec(compile(unpack(packed), filename, "exec"), module.__dict__)
     prctl(PR_SET_DUMPABLE, 0)
     for sig in (signal.SIGPIPE, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)  # as pid 1 with no handlers, no signal from inside reaches us

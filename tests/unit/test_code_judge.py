@@ -249,3 +249,59 @@ def test_a_batch_is_cut_into_runs_that_spread_over_the_sandbox_workers():
 
     assert [chunk_size(n) for n in (1, 6, 128, 129, 256, 328)] == [8, 8, 8, 9, 16, 21]
     assert (MIN_CHUNK, chunk_size(100 * RUNS * CHUNK)) == (8, CHUNK)
+
+
+PLANT_ON_KEPT_PATHS = (
+    "import os\n"
+    "def plant(what):\n"
+    "    for path in ('/tmp', '/tmp/work', '/tmp/work/main.py'):\n"
+    "        if what == 'metadata':\n"
+    "            os.chmod(path, 0o751)\n"
+    "            os.utime(path, (12345, 12345))\n"
+    "            os.setxattr(path, 'user.planted', b'1')\n"
+    "    if what == 'content':\n"
+    "        open('/tmp/work/main.py', 'a').write('# planted')\n"
+    "    return True\n"
+)
+LOOK_AT_KEPT_PATHS = (
+    "import os\n"
+    "def planted():\n"
+    "    found = []\n"
+    "    for path in ('/tmp', '/tmp/work', '/tmp/work/main.py'):\n"
+    "        status = os.stat(path)\n"
+    "        if status.st_mode & 0o777 == 0o751 or status.st_mtime == 12345 or os.listxattr(path):\n"
+    "            found.append(path)\n"
+    "    if open('/tmp/work/main.py').read().endswith('# planted'):\n"
+    "        found.append('main.py content')\n"
+    "    return found\n"
+)
+
+
+@pytest.mark.parametrize("what", ["metadata", "content"])
+def test_what_a_sample_sets_on_the_folders_kept_between_samples_never_reaches_the_next(what):
+    """/tmp, its work folder and the judge's main program stay between the samples of a batch: their modes,
+    times and extended attributes are put back after each sample, and a main program rewritten ends the run
+    (the samples after it are judged in runs of their own), so no sample hands the next one a message."""
+    scorer = build_scorer({"type": "python_tests"}, sandbox=Warm())
+    rows = [{"tests": [f"assert plant({what!r}) is True"]}, {"tests": ["assert planted() == []"]}]
+    results = scorer.score_batch(rows, [PLANT_ON_KEPT_PATHS, LOOK_AT_KEPT_PATHS])
+    assert [r.score for r in results] == [1.0, 1.0], [r.reason for r in results]
+
+
+def test_a_system_v_object_one_sample_makes_is_gone_before_the_next_sample_of_its_batch_runs():
+    """System V shared memory and message queues outlive the process that made them (ipcmk, any native
+    program): the zygote removes them after each sample."""
+    make = (
+        "import subprocess\n"
+        "def make():\n"
+        "    made = [subprocess.run(['ipcmk', flag], capture_output=True, text=True) for flag in ('-M4096', '-Q', '-S1')]\n"
+        "    return all(m.returncode == 0 for m in made)\n"
+    )
+    count = (
+        "def objects():\n"
+        "    return [len(open(f'/proc/sysvipc/{kind}').read().splitlines()) - 1 for kind in ('shm', 'sem', 'msg')]\n"
+    )
+    scorer = build_scorer({"type": "python_tests"}, sandbox=Warm())
+    rows = [{"tests": ["assert make() is True"]}, {"tests": ["assert objects() == [0, 0, 0]"]}]
+    results = scorer.score_batch(rows, [make, count])
+    assert [r.score for r in results] == [1.0, 1.0], [r.reason for r in results]

@@ -41,6 +41,7 @@ PROTECTED_FILES = tuple(
 OUTPUT_CAP = 1 << 20  # bytes of an io test's stdout the judge compares
 PRINTED_CHARS = 2000  # of what a runner printed, kept to show with its sample
 MARGIN_S = 0.25  # the judge reports this long before the sandbox's wall clock would kill everything
+IPC_RMID = 0  # shmctl, semctl and msgctl's command that removes the object
 WIPE_S = 2.0  # for the zygote to empty /tmp between two samples of a batch
 ERROR_LINE = re.compile(r"[A-Za-z_.]*(Error|Exception)\b")  # "TypeError: ...", a runtime's named error
 PRELOAD_S = 9.0  # for the zygote to import a python-science run's libraries (the verifier gives the run 10 s)
@@ -131,6 +132,18 @@ def zygote(job_r, out_w, printed_w):
     # the zygote has one thread and holds no lock when it forks, so there is nothing to reset. PyDLL keeps the
     # GIL held through the call, as os.fork does. A local: nothing a runner can reach by name holds it.
     fork = ctypes.PyDLL(None, use_errno=True).fork
+    # How wipe() removes a System V object a sample left (a local, as fork: no runner can reach it by name).
+    libc = ctypes.CDLL(None, use_errno=True)
+    removers = {
+        "shm": lambda ident: libc.shmctl(ident, IPC_RMID, None),
+        "sem": lambda ident: libc.semctl(ident, 0, IPC_RMID),
+        "msg": lambda ident: libc.msgctl(ident, IPC_RMID, None),
+    }
+
+    def remove_sysv(kind, ident):
+        removers[kind](ident)
+
+    native.remember()
     os.close(0)
     os.dup2(2, 1)  # the report channel is the judge's alone
     pending = b""
@@ -167,7 +180,7 @@ def zygote(job_r, out_w, printed_w):
             _sweep()
             exited = {"exited": _status_text(status), "t": job["t"]}
             if job.get("wipe"):  # the sample's last runner: /tmp emptied now saves the judge a round trip
-                exited["wiped"] = native.wipe()
+                exited["wiped"] = native.wipe(remove_sysv)
             _tell_judge(out_w, exited)
         elif job.get("mode") == "unittest":
             pid = os.fork()
@@ -188,7 +201,7 @@ def zygote(job_r, out_w, printed_w):
             _tell_judge(out_w, {"t": job["t"], "io": result})
         elif job.get("mode") == "wipe":
             _sweep()
-            _tell_judge(out_w, {"t": job["t"], "wiped": native.wipe()})
+            _tell_judge(out_w, {"t": job["t"], "wiped": native.wipe(remove_sysv)})
 
 
 def _preload(job):

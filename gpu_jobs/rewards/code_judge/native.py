@@ -29,6 +29,11 @@ import runner
 TMP = "/tmp"
 KEEP = {"work": {"main.py"}}  # the fork server's working directory and the judge's own main program
 MADE = []  # the sample folders this zygote made, removed by wipe()
+WORK = os.path.join(TMP, "work")
+MAIN = os.path.join(WORK, "main.py")
+KEPT = {}  # path -> how remember() found it (_looks), for wipe() to put back
+KEPT_MAIN = []  # the main program's content, as remember() found it
+SYSV_KINDS = ("shm", "sem", "msg")
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 REPLY_FD = 3
 OUTPUT_CAP = 1 << 20
@@ -147,28 +152,50 @@ def _exec_child(job, folder, stdin_fd, pipes):
     os._exit(127)
 
 
-def wipe():
-    """Remove the sample folders made so far and, in a sandbox (SANDBOX_TMP names its /tmp, which is
-    the run's own), everything else a sample left in /tmp but the fork server's working directory and the
-    judge's main program; True when that is done. Run unsandboxed (the benchmark's baseline), the judge touches
-    nothing but its own folders. A program may have made its files read-only: they are its own, so the
-    permissions are put back first."""
+def remember():
+    """In the zygote, before the first sample, in a sandbox only: how the paths wipe() keeps look (KEEP: /tmp,
+    its work folder and the judge's main program), so that wipe() can put back what a sample changed of them."""
+    if os.environ.get("SANDBOX_TMP") != TMP:
+        return
+    for path in (TMP, WORK, MAIN):
+        try:
+            KEPT[path] = _looks(path)
+        except OSError:
+            pass  # not there (another layout): nothing of it to keep
+    try:
+        KEPT_MAIN.append(_content(MAIN))
+    except OSError:
+        pass
+
+
+def wipe(remove_sysv=None):
+    """Remove the sample folders made so far and, in a sandbox (SANDBOX_TMP names its /tmp, which is the run's
+    own), everything else a sample left for the next one to read: files in /tmp but the fork server's working
+    directory and the judge's main program; the modes, times and extended attributes it set on those
+    (remember()); the System V objects it made (`remove_sysv(kind, id)`: the zygote's, which holds ctypes).
+    True when that is done; False when it cannot be put back (the main program rewritten or replaced, a kept
+    folder swapped), and the judge then judges the samples left in runs of their own. Run unsandboxed (the
+    benchmark's baseline), the judge touches nothing but its own folders. A program may have made its files
+    read-only: they are its own, so the permissions are put back first."""
     try:
         while MADE:
             folder = MADE.pop()
             if os.path.lexists(folder):
                 _remove(folder)
-        if os.environ.get("SANDBOX_TMP") != TMP or _only_kept():
-            return True  # unsandboxed, or the usual case: the sample left nothing (two directory reads)
-        for entry in os.scandir(TMP):
-            keep = KEEP.get(entry.name)
-            if keep is not None and entry.is_dir(follow_symlinks=False):
-                for inner in os.scandir(entry.path):
-                    if inner.name not in keep:
-                        _remove(inner.path)
-            else:
-                _remove(entry.path)
-        return _only_kept()
+        if os.environ.get("SANDBOX_TMP") != TMP:
+            return True  # unsandboxed
+        if not _only_kept():  # the usual case skips this: the sample left no file (two directory reads)
+            for entry in os.scandir(TMP):
+                keep = KEEP.get(entry.name)
+                if keep is not None and entry.is_dir(follow_symlinks=False):
+                    for inner in os.scandir(entry.path):
+                        if inner.name not in keep:
+                            _remove(inner.path)
+                else:
+                    _remove(entry.path)
+            if not _only_kept():
+                return False
+        return _put_back_kept() and _no_sysv_objects(remove_sysv)
     except OSError:
         return False
 
@@ -176,8 +203,75 @@ def wipe():
 def _only_kept():
     """Nothing in /tmp but what KEEP names."""
     return all(name in KEEP for name in os.listdir(TMP)) and all(
-        name in KEEP["work"] for name in os.listdir(os.path.join(TMP, "work"))
+        name in KEEP["work"] for name in os.listdir(WORK)
     )
+
+
+def _looks(path):
+    """What a program of the same uid can set on `path` and a later one read: (inode, mode, atime and mtime in
+    ns, extended attributes). The inode tells a swapped file or folder; ctime, which nobody sets, is left out."""
+    found = os.lstat(path)
+    try:
+        names = os.listxattr(path, follow_symlinks=False)
+    except OSError:
+        names = []  # a file system without extended attributes: nothing to set there either
+    attributes = {name: os.getxattr(path, name, follow_symlinks=False) for name in names}
+    return found.st_ino, found.st_mode, found.st_atime_ns, found.st_mtime_ns, attributes
+
+
+def _content(path):
+    fd = os.open(path, os.O_RDONLY | os.O_NOATIME | os.O_NOFOLLOW)  # reading it must not change its atime
+    try:
+        return os.read(fd, 1 << 20)
+    finally:
+        os.close(fd)
+
+
+def _put_back_kept():
+    """Put the kept paths' modes, times and extended attributes back as remember() found them; False when the
+    main program's content changed or a kept path is another file now (neither can be put back here)."""
+    if KEPT_MAIN and _content(MAIN) != KEPT_MAIN[0]:
+        return False
+    for path, (inode, mode, atime, mtime, attributes) in KEPT.items():
+        now = _looks(path)
+        if now[0] != inode or stat.S_IFMT(now[1]) != stat.S_IFMT(mode):
+            return False
+        if now[1] != mode:
+            os.chmod(path, stat.S_IMODE(mode))  # not a link: its type is the remembered one
+        for name, value in now[4].items():
+            if attributes.get(name) != value:
+                os.removexattr(path, name, follow_symlinks=False)
+        for name, value in attributes.items():
+            if now[4].get(name) != value:
+                os.setxattr(path, name, value, follow_symlinks=False)
+        if now[2:4] != (atime, mtime):  # last: chmod and the attributes change no times but ctime
+            os.utime(path, ns=(atime, mtime), follow_symlinks=False)
+    return True
+
+
+def _no_sysv_objects(remove_sysv):
+    """Remove the System V objects (shared memory, semaphores, message queues) a sample made: they live as long
+    as the run's IPC namespace, past the process that made them. True once none is left."""
+    found = {kind: _sysv_ids(kind) for kind in SYSV_KINDS}
+    if not any(found.values()):
+        return True  # the usual case: one read of each list
+    if remove_sysv is None:
+        return False
+    for kind, idents in found.items():
+        for ident in idents:
+            remove_sysv(kind, ident)
+    return not any(_sysv_ids(kind) for kind in SYSV_KINDS)
+
+
+def _sysv_ids(kind):
+    """The ids of this IPC namespace's System V objects of `kind` (sandboxes.backends.fork_server.sysv_ids, which
+    the judge cannot import: it runs on the standard library alone)."""
+    try:
+        with open(f"/proc/sysvipc/{kind}") as f:
+            lines = f.read().splitlines()[1:]  # a header, then one object a line; its id is the 2nd field
+    except FileNotFoundError:
+        return []  # a kernel without System V IPC
+    return [int(line.split()[1]) for line in lines if line.strip()]
 
 
 def _remove(path):
