@@ -219,10 +219,11 @@ def _looks(path):
     return found.st_ino, found.st_mode, found.st_atime_ns, found.st_mtime_ns, attributes
 
 
-def _content(path):
+def _content(path, size=1 << 20):
+    """Up to `size` bytes of `path` (no more are asked for: a larger buffer costs its allocation per sample)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOATIME | os.O_NOFOLLOW)  # reading it must not change its atime
     try:
-        return os.read(fd, 1 << 20)
+        return os.read(fd, size)
     finally:
         os.close(fd)
 
@@ -230,7 +231,7 @@ def _content(path):
 def _put_back_kept():
     """Put the kept paths' modes, times and extended attributes back as remember() found them; False when the
     main program's content changed or a kept path is another file now (neither can be put back here)."""
-    if KEPT_MAIN and _content(MAIN) != KEPT_MAIN[0]:
+    if KEPT_MAIN and _content(MAIN, len(KEPT_MAIN[0]) + 1) != KEPT_MAIN[0]:
         return False
     for path, (inode, mode, atime, mtime, attributes) in KEPT.items():
         now = _looks(path)
@@ -245,7 +246,12 @@ def _put_back_kept():
             if now[4].get(name) != value:
                 os.setxattr(path, name, value, follow_symlinks=False)
         if now[2:4] != (atime, mtime):  # last: chmod and the attributes change no times but ctime
-            os.utime(path, ns=(atime, mtime), follow_symlinks=False)
+            try:
+                os.utime(path, ns=(atime, mtime), follow_symlinks=False)
+            except PermissionError:
+                # Not ours (a container's /tmp is root's, sticky): its owner's times are out of reach, but
+                # "now" is not, and a sample cannot choose it (it could its own files' add and remove times).
+                os.utime(path)
     return True
 
 
@@ -267,10 +273,16 @@ def _sysv_ids(kind):
     """The ids of this IPC namespace's System V objects of `kind` (sandboxes.backends.fork_server.sysv_ids, which
     the judge cannot import: it runs on the standard library alone)."""
     try:
-        with open(f"/proc/sysvipc/{kind}") as f:
-            lines = f.read().splitlines()[1:]  # a header, then one object a line; its id is the 2nd field
+        fd = os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY)  # not open(): this runs after every sample
     except FileNotFoundError:
         return []  # a kernel without System V IPC
+    try:
+        chunks = [os.read(fd, 1 << 16)]
+        while len(chunks[-1]) and chunks[0].count(b"\n") > 1:  # more than the header: read the rest
+            chunks.append(os.read(fd, 1 << 16))
+    finally:
+        os.close(fd)
+    lines = b"".join(chunks).decode().splitlines()[1:]  # a header, then one object a line; its id 2nd
     return [int(line.split()[1]) for line in lines if line.strip()]
 
 
