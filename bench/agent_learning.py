@@ -95,6 +95,26 @@ def evaluations(events: list[dict]) -> dict[int, dict[str, float]]:
     }  # fmt: skip
 
 
+TRAINING = {
+    "episode/tested_before_finish": "ran the tests before finishing",
+    "episode/format": "turns with a valid tool call",
+    "reward": "reward",
+}
+
+
+def training_trend(events: list[dict], window: int = 5) -> dict[str, tuple[float, float]]:
+    """The sampled training episodes' habits: key -> (mean of the first `window` steps, of the last)."""
+    steps = [e["payload"] for e in events if e["kind"] == "metric" and "episode/format" in e["payload"]]
+    return {
+        key: (
+            statistics.mean(s.get(key, 0.0) for s in steps[:window]),
+            statistics.mean(s.get(key, 0.0) for s in steps[-window:]),
+        )
+        for key in TRAINING
+        if steps
+    }
+
+
 def pack(api, **body) -> int:
     made = api.post("/datasets/packs/agent", json=body)
     if made.status_code != 201:
@@ -134,6 +154,8 @@ def main() -> None:
             for key, label in HABITS.items():
                 curve = ", ".join(f"{step}: {figures[key]:.2f}" for step, figures in sorted(by_step.items()))
                 print(f"  {label:<32} {first[key]:.2f} -> {last[key]:.2f}   by step {curve}", flush=True)
+            for key, (start, end) in training_trend(done["events"]).items():
+                print(f"  training episodes, {TRAINING[key]:<21} first 5 steps {start:.2f}, last 5 {end:.2f}")
         print(f"\nover seeds {seeds} ({args.held_tasks} held-out tasks, one greedy episode each):")
         print(f"  {'':<32} {'warm-up alone':<20} {'after GRPO':<20}")
         for key, label in HABITS.items():
