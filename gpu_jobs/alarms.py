@@ -182,13 +182,15 @@ class TamperingLog:
 
 
 class ForgettingWatch:
-    """Compares each held-out evaluation with the first one (the base model, before training) per domain.
+    """Compares each held-out evaluation, per domain, with the first one (the base model, before training) and
+    with the domain's best evaluation so far.
 
     ``observe(step, scores)`` takes the ``eval/<domain>`` scores of one evaluation and returns a
-    ``forgetting`` alarm for each domain whose score fell more than ``margin`` below its base score, once
-    per domain until the score recovers to within the margin. ``eval/mean`` is not a domain and is skipped.
-    ``margin`` 0 turns the watch off. ``state_file``: where the base scores are kept, so a resumed run (which
-    does not evaluate its base model again) still compares with the model before training.
+    ``forgetting`` alarm for each domain whose score fell more than ``margin`` below its base score or below
+    its best score so far (a domain learned, then given back while another trains), once per domain until
+    the score recovers to within the margin of both. ``eval/mean`` is not a domain and is skipped. ``margin``
+    0 turns the watch off. ``state_file``: where the base and best scores are kept, so a resumed run (which
+    does not evaluate its base model again) still compares with the model before training and its best.
     """
 
     def __init__(
@@ -196,9 +198,13 @@ class ForgettingWatch:
     ) -> None:
         self.margin = margin
         self.state_file = state_file
+        best: dict[str, list] = {}
         if base is None and state_file is not None and state_file.is_file():
-            base = json.loads(state_file.read_text())
+            state = json.loads(state_file.read_text())
+            # {"base": ..., "best": ...}; a file of a run from before the best was kept holds the base alone.
+            base, best = (state["base"], state["best"]) if "base" in state else (state, {})
         self.base: dict[str, float] | None = dict(base) if base else None
+        self.best: dict[str, tuple[float, int]] = {d: (float(v), int(at)) for d, (v, at) in best.items()}
         self.active: set[str] = set()
 
     def observe(self, step: int, scores: dict[str, float]) -> list[Alarm]:
@@ -209,28 +215,48 @@ class ForgettingWatch:
         }
         if self.base is None:
             self.base = domains
-            if self.state_file is not None:
-                self.state_file.parent.mkdir(parents=True, exist_ok=True)
-                self.state_file.write_text(json.dumps(domains))
+            self._save()
             return []
-        if self.margin <= 0:
-            return []
+        raised = [] if self.margin <= 0 else self._alarms(step, domains)
+        improved = {
+            d: (v, step) for d, v in domains.items() if v > self.best.get(d, (self.base.get(d, v), 0))[0]
+        }
+        if improved:
+            self.best.update(improved)
+            self._save()
+        return raised
+
+    def _alarms(self, step: int, domains: dict[str, float]) -> list[Alarm]:
+        assert self.base is not None
         raised = []
         for domain, score in sorted(domains.items()):
             before = self.base.get(domain)
             if before is None:
                 continue
-            if before - score <= self.margin:
+            best, best_step = self.best.get(domain, (before, 0))
+            if max(before, best) - score <= self.margin:
                 self.active.discard(domain)
-            elif domain not in self.active:
-                self.active.add(domain)
-                raised.append(
-                    Alarm(
-                        name="forgetting",
-                        step=step,
-                        message=f"the held-out score of domain '{domain}' fell from {before:.3f} before "
-                        f"training to {score:.3f} (more than the margin {self.margin:g}): the model is "
-                        "forgetting it; raise its domain weight or lower the learning rate",
-                    )
+                continue
+            if domain in self.active:
+                continue
+            self.active.add(domain)
+            if before - score > self.margin:
+                fell = f"fell from {before:.3f} before training to {score:.3f}"
+            else:
+                fell = f"fell from its best, {best:.3f} at step {best_step}, to {score:.3f}"
+            raised.append(
+                Alarm(
+                    name="forgetting",
+                    step=step,
+                    message=f"the held-out score of domain '{domain}' {fell} (more than the margin "
+                    f"{self.margin:g}): the model is forgetting it; raise its domain weight or lower the "
+                    "learning rate",
                 )
+            )
         return raised
+
+    def _save(self) -> None:
+        if self.state_file is not None:
+            self.state_file.parent.mkdir(parents=True, exist_ok=True)
+            best = {domain: list(value) for domain, value in self.best.items()}
+            self.state_file.write_text(json.dumps({"base": self.base, "best": best}))

@@ -140,7 +140,7 @@ class TrainingSettings:
         default=0.1,
         metadata={
             "help": "Raise the forgetting alarm when a domain's held-out score falls more than this below "
-            "its score before training (needs eval_rows); 0 turns the alarm off."
+            "its score before training or its best score so far (needs eval_rows); 0 turns the alarm off."
         },
     )
     profile_k: int = field(

@@ -162,6 +162,20 @@ def test_batch_size_sets_the_prompts_per_step():
     check_domain_weights({}, ["a", "b"])  # empty: equal shares
 
 
+def test_the_forgetting_alarm_also_fires_when_a_domain_gives_back_what_it_learned():
+    """Two domains trained together: a learns first, then falls back while b trains, still above its base."""
+    watch = ForgettingWatch(margin=0.1)
+    watch.observe(0, {"eval/a": 0.18, "eval/b": 0.04})
+    assert watch.observe(10, {"eval/a": 0.66, "eval/b": 0.19}) == []
+    assert watch.observe(20, {"eval/a": 0.60, "eval/b": 0.15}) == []  # within the margin of its best
+    alarms = watch.observe(30, {"eval/a": 0.47, "eval/b": 0.18})
+    assert [(a.name, a.step) for a in alarms] == [("forgetting", 30)]
+    assert "'a' fell from its best, 0.660 at step 10, to 0.470" in alarms[0].message
+    # Back within the margin of its best: cleared; a new best raises the bar.
+    assert watch.observe(40, {"eval/a": 0.58, "eval/b": 0.30}) == []
+    assert [a.message.split("'")[1] for a in watch.observe(50, {"eval/a": 0.58, "eval/b": 0.19})] == ["b"]
+
+
 def test_a_resumed_run_keeps_its_adapted_weights_and_its_base_scores(tmp_path):
     weights = DomainWeights({"a": 0.5, "b": 0.5}, adaptive=True, state_file=tmp_path / "w.json")
     for _ in range(5):
@@ -172,3 +186,11 @@ def test_a_resumed_run_keeps_its_adapted_weights_and_its_base_scores(tmp_path):
     ForgettingWatch(margin=0.1, state_file=tmp_path / "base.json").observe(0, {"eval/a": 0.8})
     after_restart = ForgettingWatch(margin=0.1, state_file=tmp_path / "base.json")
     assert [a.name for a in after_restart.observe(7, {"eval/a": 0.5})] == ["forgetting"]
+    # And with its best: a domain that rose before the restart is compared with that.
+    ForgettingWatch(margin=0.1, state_file=tmp_path / "best.json").observe(0, {"eval/a": 0.2})
+    ForgettingWatch(margin=0.1, state_file=tmp_path / "best.json").observe(5, {"eval/a": 0.7})
+    resumed_watch = ForgettingWatch(margin=0.1, state_file=tmp_path / "best.json")
+    assert "its best, 0.700 at step 5" in resumed_watch.observe(9, {"eval/a": 0.5})[0].message
+    # A state file from before the best was kept holds the base scores alone.
+    (tmp_path / "old.json").write_text('{"a": 0.8}')
+    assert len(ForgettingWatch(margin=0.1, state_file=tmp_path / "old.json").observe(3, {"eval/a": 0.6})) == 1
