@@ -249,4 +249,3 @@ def test_a_batch_is_cut_into_runs_that_spread_over_the_sandbox_workers():
 
     assert [chunk_size(n) for n in (1, 6, 128, 129, 256, 328)] == [8, 8, 8, 9, 16, 21]
     assert (MIN_CHUNK, chunk_size(100 * RUNS * CHUNK)) == (8, CHUNK)
-
