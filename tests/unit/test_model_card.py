@@ -127,3 +127,45 @@ def test_a_single_domain_is_listed_once_by_length_not_again_as_the_mean(world, l
     checkpoint = checkpoint_record(job=job, step=4, location=str(tmp_path / "c"), code_version="x")
     card = api_client(world["owner"]).get(f"/api/v1/checkpoints/{checkpoint.pk}/card").json()
     assert [(r["domain"], r["checkpoint"]) for r in card["held_out_by_length"]["rows"]] == [("all", 0.75)]
+
+
+def test_an_agent_job_s_card_shows_its_habits_on_held_out_tasks_base_against_checkpoint(
+    world, launch, tmp_path
+):
+    job = launch("agent habits", max_steps=10)
+
+    def habits(step, solved, tested, valid, turns):
+        payload = {"step": step, "eval/repo": solved, "eval/mean": solved, "eval_agent/solved": solved}
+        payload |= {"eval_agent/tested_before_finish": tested, "eval_agent/valid_calls": valid}
+        payload |= {"eval_agent/turns": turns, "eval_agent/tests": 0.5, "eval_agent/episodes": 8.0}
+        return ("metric", payload)
+
+    events = [habits(0, 0.0, 0.25, 0.35, 2.5), habits(5, 0.125, 0.5, 0.6, 3.0), habits(10, 0.0, 0.0, 0.1, 4)]
+    job_events_record(job_id=job.pk, events=events)
+    checkpoint = checkpoint_record(job=job, step=5, location=str(tmp_path / "ckpt"), code_version="abc")
+    card = api_client(world["owner"]).get(f"/api/v1/checkpoints/{checkpoint.pk}/card").json()
+    agent = card["held_out_agent"]
+    assert agent["evaluated_at_step"] == 5
+    assert [(r["habit"], r["base"], r["checkpoint"]) for r in agent["rows"]] == [
+        ("solved", 0.0, 0.125),
+        ("tested_before_finish", 0.25, 0.5),
+        ("valid_calls", 0.35, 0.6),
+        ("tests", 0.5, 0.5),
+        ("turns", 2.5, 3.0),
+    ]
+    text = (
+        api_client(world["owner"]).get(f"/api/v1/checkpoints/{checkpoint.pk}/card/markdown").content.decode()
+    )
+    assert "| ran the tests after the last edit, then finished | 25% | 50% |" in text
+    assert "| turns per episode | 2.50 | 3.00 |" in text
+    page = page_client(world["owner"]).get(f"/checkpoints/{checkpoint.pk}/card/")
+    assert page.status_code == 200 and b'id="card-agent-habits"' in page.content
+    assert b"<td>turns with a well-formed tool call</td><td>35%</td><td>60%</td>" in page.content
+
+
+def test_a_job_that_played_no_episodes_has_no_agent_section(world, card_job):
+    _, checkpoint = card_job
+    assert (
+        api_client(world["owner"]).get(f"/api/v1/checkpoints/{checkpoint.pk}/card").json()["held_out_agent"]
+        is None
+    )

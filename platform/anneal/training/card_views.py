@@ -15,7 +15,13 @@ from anneal.accounts.selectors import can_write
 from anneal.api_base import TeamScopedView
 from anneal.pages import get_visible_or_404
 from anneal.training.costs import usd
-from anneal.training.model_card import change_text, model_card, model_card_markdown, score_text
+from anneal.training.model_card import (
+    change_text,
+    habit_text,
+    model_card,
+    model_card_markdown,
+    score_text,
+)
 from anneal.training.models import Checkpoint
 
 CHECKPOINTS = Checkpoint.objects.select_related("job__eval_dataset_version__dataset")
@@ -53,6 +59,14 @@ def checkpoint_card(request, pk: int):
         "length_rows": [
             {**row, "base": score_text(row["base"]), "checkpoint": score_text(row["checkpoint"])}
             for row in (card["held_out_by_length"] or {}).get("rows", [])
+        ],
+        "agent_rows": [
+            {
+                "label": row["label"],
+                "base": habit_text(row["habit"], row["base"]),
+                "checkpoint": habit_text(row["habit"], row["checkpoint"]),
+            }
+            for row in (card["held_out_agent"] or {}).get("rows", [])
         ],
         "run_time": _duration(card["cost"]["run_seconds"]),
         "spend": usd(card["cost"]["total"]),

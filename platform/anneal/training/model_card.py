@@ -1,6 +1,7 @@
 """A checkpoint's model card: what an expert shows before a deploy. Base model, data and verifier versions, the
 held-out scores of the base model against this checkpoint per domain (and per prompt-length bucket when the
-job evaluated by length), the training curve up to the checkpoint, the alarms raised, cost and time.
+job evaluated by length; an agent job's habits on its held-out tasks), the training curve up to the checkpoint,
+the alarms raised, cost and time.
 
 ``model_card`` reads it (a dict, the REST answer); ``model_card_markdown`` renders the same dict as Markdown
 (the page's export). The held-out score "at the checkpoint" is that of the latest evaluation at or before its
@@ -28,6 +29,14 @@ CARD_SETTINGS = (
     "beta",
     "seed",
 )
+# An agent job's held-out episodes (gpu_jobs.agent.evaluation): key -> what the card calls it.
+AGENT_HABITS = {
+    "eval_agent/solved": "held-out tasks solved",
+    "eval_agent/tested_before_finish": "ran the tests after the last edit, then finished",
+    "eval_agent/valid_calls": "turns with a well-formed tool call",
+    "eval_agent/tests": "tests passing at the end",
+    "eval_agent/turns": "turns per episode",
+}
 CURVE_POINTS = 60  # at most this many points of each curve: a card is read, not analysed
 
 
@@ -74,6 +83,29 @@ def _by_length(job, step: int) -> dict | None:
                 {"domain": domain, "up_to_tokens": bound, "rows": count, "base": before, "checkpoint": after}
             )
     return {"evaluated_at_step": steps[at], "rows": rows}
+
+
+def _agent_habits(job, step: int) -> dict | None:
+    """An agent job's habits on its held-out tasks, the base (step 0: after the warm-up alone) against the
+    latest evaluation at or before ``step``; None for other jobs."""
+    jobs = type(job).objects.filter(pk=job.pk)
+    rows = []
+    evaluated_at = None
+    for key, label in AGENT_HABITS.items():
+        steps, values = metric_series(jobs=jobs, key=key)[job.pk]
+        if 0 not in steps:
+            continue
+        at = max((i for i, s in enumerate(steps) if s <= step), key=lambda i: steps[i])
+        evaluated_at = steps[at]
+        rows.append(
+            {
+                "habit": key.removeprefix("eval_agent/"),
+                "label": label,
+                "base": values[steps.index(0)],
+                "checkpoint": values[at],
+            }
+        )
+    return {"evaluated_at_step": evaluated_at, "rows": rows} if rows else None
 
 
 def _curves(job, step: int) -> dict[str, list[list[float]]]:
@@ -145,6 +177,7 @@ def model_card(*, checkpoint: Checkpoint) -> dict:
         "settings": {key: spec[key] for key in CARD_SETTINGS if spec.get(key) not in (None, "")},
         "held_out": _held_out(job, checkpoint.step),
         "held_out_by_length": _by_length(job, checkpoint.step),
+        "held_out_agent": _agent_habits(job, checkpoint.step),
         "curves": _curves(job, checkpoint.step),
         "alarms": _alarms(job, checkpoint.step),
         "cost": spend,
@@ -158,6 +191,11 @@ def model_card(*, checkpoint: Checkpoint) -> dict:
 
 def score_text(value: object) -> str:
     return f"{value:.3f}" if isinstance(value, float | int) else "–"
+
+
+def habit_text(habit: str, value: float) -> str:
+    """A share as a percentage, the mean turns as a number."""
+    return f"{value:.2f}" if habit == "turns" else f"{value:.0%}"
 
 
 def change_text(value: object) -> str:
@@ -229,6 +267,22 @@ def model_card_markdown(card: dict) -> str:
         for r in length["rows"]:
             lines.append(
                 f"| {_cell(r['domain'])} | {r['up_to_tokens']} | {r['rows']} | {score_text(r['base'])} | {score_text(r['checkpoint'])} |"
+            )
+    agent = card["held_out_agent"]
+    if agent:
+        lines += [
+            "",
+            "### Agent habits on held-out tasks",
+            "",
+            f"One greedy episode per held-out task; the base is the model before GRPO (after any warm-up), "
+            f"the checkpoint's from step {agent['evaluated_at_step']}.",
+            "",
+            "| habit | base | checkpoint |",
+            "|---|---|---|",
+        ]
+        for r in agent["rows"]:
+            lines.append(
+                f"| {r['label']} | {habit_text(r['habit'], r['base'])} | {habit_text(r['habit'], r['checkpoint'])} |"
             )
     lines += ["", "## Training curve", ""]
     reward = card["curves"].get("reward") or []
