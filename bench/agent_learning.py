@@ -4,8 +4,8 @@ Through the real stack (tests/stack.py), as a user would over REST: the repo-fix
 tasks as the training set and the next --held-tasks as the held-out set (POST /datasets/packs/agent with
 offset and limit), an agent job on the tiny model with the supervised warm-up (on the pack's remaining tasks
 only: neither trained nor judged on) and the job's own held-out evaluation every --eval-steps: one greedy
-episode per held-out task (gpu_jobs.agent.evaluation). Step 0's evaluation is the warm-up alone; the last is
-after GRPO. Per seed and over seeds (mean, min-max) it prints the share of held-out tasks solved, of
+episode per held-out task, or --eval-episodes sampled ones (gpu_jobs.agent.evaluation). Step 0's evaluation
+is the warm-up alone; the last is after GRPO. Per seed and over seeds (mean, min-max) it prints the share of held-out tasks solved, of
 episodes that ran the tests after their last edit and then finished, of turns with a valid tool call, and
 the mean turns, before and after.
 
@@ -13,6 +13,7 @@ the mean turns, before and after.
     .venv/bin/python bench/agent_learning.py --seeds 0,1,2 --steps 60
     .venv/bin/python bench/agent_learning.py --habit 0.2           # reward the habit: tests + 0.2 * tested
     .venv/bin/python bench/agent_learning.py --beta 0.04           # a KL penalty against the warmed-up model
+    .venv/bin/python bench/agent_learning.py --held-tasks 16 --eval-episodes 4   # a finer held-out measure
 
 The reward is the environment's (tests + 0.1 * format) unless --habit gives the 'tested' part a weight
 (environment formula "tests + 0.1 * format + H * tested").
@@ -57,6 +58,10 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--habit", type=float, default=0.0, help="reward weight of the 'tested' part")
     parser.add_argument("--beta", type=float, default=0.0, help="KL penalty against the warmed-up model")
     parser.add_argument("--seeds", default="0,1")
+    parser.add_argument(
+        "--eval-episodes", type=int, default=1,
+        help="held-out episodes per task: 1 greedy, more sampled at --temperature (environment.eval_episodes)",
+    )  # fmt: skip
     return parser
 
 
@@ -66,6 +71,7 @@ def job_params(args: argparse.Namespace, seed: int) -> dict:
         "warmup_sft_steps": args.warmup_steps,
         "warmup_sft_learning_rate": 2e-3,
         "warmup_sft_batch_size": 4,
+        "eval_episodes": args.eval_episodes,
     }
     if args.habit:
         environment["formula"] = (
@@ -156,7 +162,8 @@ def main() -> None:
                 print(f"  {label:<32} {first[key]:.2f} -> {last[key]:.2f}   by step {curve}", flush=True)
             for key, (start, end) in training_trend(done["events"]).items():
                 print(f"  training episodes, {TRAINING[key]:<21} first 5 steps {start:.2f}, last 5 {end:.2f}")
-        print(f"\nover seeds {seeds} ({args.held_tasks} held-out tasks, one greedy episode each):")
+        each = "one greedy episode" if args.eval_episodes == 1 else f"{args.eval_episodes} sampled episodes"
+        print(f"\nover seeds {seeds} ({args.held_tasks} held-out tasks, {each} each):")
         print(f"  {'':<32} {'warm-up alone':<20} {'after GRPO':<20}")
         for key, label in HABITS.items():
             share = key != "turns"

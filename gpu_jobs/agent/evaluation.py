@@ -1,5 +1,6 @@
-"""Held-out evaluation of an agent job: one episode per held-out task (repositories the job never trains on),
-scored as the habits the product's articles describe.
+"""Held-out evaluation of an agent job: episodes on held-out tasks (repositories the job never trains on; one
+greedy episode each, or the environment's ``eval_episodes`` sampled ones), scored as the habits the product's
+articles describe.
 
 ``agent_scores`` turns the episodes' results into the metric event's fields:
 
@@ -10,7 +11,7 @@ scored as the habits the product's articles describe.
   ``eval_agent/tested_before_finish`` (episodes that called finish with a run_tests after their last edit:
   gpu_jobs.agent.episode.tested_before_finish),
   ``eval_agent/valid_calls`` (mean share of an episode's turns holding a well-formed tool call),
-  ``eval_agent/turns`` (mean turns) and ``eval_agent/episodes``.
+  ``eval_agent/turns`` (mean turns) and ``eval_agent/episodes`` (all of them, every task's episodes counted).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from gpu_jobs.domains import row_domain
 
 
 def agent_scores(rows: list[dict], results: list[EpisodeResult]) -> dict[str, float]:
-    """The metric fields for episodes ``results`` of ``rows`` (one each, in order). Precondition: non-empty."""
+    """The metric fields for episodes ``results`` of ``rows`` (one each, in order; a row repeats for each of
+    its episodes). Precondition: non-empty."""
     by_domain: dict[str, list[float]] = defaultdict(list)
     for row, result in zip(rows, results, strict=True):
         by_domain[row_domain(row)].append(result.parts["solved"])

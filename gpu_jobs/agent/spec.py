@@ -42,6 +42,9 @@ TINY_MODEL_ENVIRONMENT = {
 }
 
 
+MAX_EVAL_EPISODES = 16
+
+
 @dataclass(frozen=True)
 class EnvironmentSpec:
     name: str = "repo_tests"  # repo_tests: a task row's repository; reward from its tests (gpu_jobs.agent)
@@ -77,13 +80,22 @@ class EnvironmentSpec:
     warmup_sft_batch_size: int = field(
         default=8, metadata={"help": "Traces (conversation segments) per warm-up step."}
     )
+    eval_episodes: int = field(
+        default=1,
+        metadata={
+            "help": "Episodes per held-out task in each evaluation. 1: one greedy episode. More: that many "
+            "episodes sampled at the job's temperature, with the same seed at every evaluation, so the shares "
+            "move in finer steps than 1/tasks and a change between evaluations is the model's, not the "
+            f"sampling's. At most {MAX_EVAL_EPISODES}."
+        },
+    )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 _INTS = {"max_turns": 1, "turn_tokens": 1, "token_budget": 1, "context_tokens": 16, "observation_chars": 16,
-         "tmpfs_mb": 4, "warmup_sft_steps": 0, "warmup_sft_batch_size": 1}  # fmt: skip
+         "tmpfs_mb": 4, "warmup_sft_steps": 0, "warmup_sft_batch_size": 1, "eval_episodes": 1}  # fmt: skip
 _NUMBERS = ("tool_timeout_s", "episode_timeout_s")
 _WEIGHTS = ("tests_weight", "format_weight", "turn_penalty")
 MAX_TOOL_TIMEOUT_S = 60.0
@@ -123,6 +135,11 @@ def validate_environment(value: object) -> EnvironmentSpec:
                 raise ValueError(f"environment.{key}: must be >= 0, got {v}")
     if value.get("warmup_sft_steps", 0) > MAX_WARMUP_SFT_STEPS:
         raise ValueError(f"environment.warmup_sft_steps: at most {MAX_WARMUP_SFT_STEPS}")
+    if value.get("eval_episodes", 1) > MAX_EVAL_EPISODES:
+        raise ValueError(
+            f"environment.eval_episodes: at most {MAX_EVAL_EPISODES} episodes per held-out task, "
+            f"got {value['eval_episodes']}"
+        )
     if "warmup_sft_learning_rate" in value:
         v = value["warmup_sft_learning_rate"]
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or not 0 < v <= 1:

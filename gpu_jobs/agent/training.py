@@ -201,10 +201,30 @@ class AgentRollouts:
         }
 
     def evaluate(self, rows: list[dict], model: Any, tokenizer: Any) -> dict[str, float]:
-        """One greedy episode per held-out row with the model as it is now (gpu_jobs.agent.evaluation's
-        scores: ``eval/<domain>`` is the solved share, ``eval_agent/*`` the habits)."""
-        _, results, _, _ = self.play(rows, tokenizer, TransformersTurns(model, tokenizer, temperature=0.0))
-        return agent_scores(rows, results)
+        """The held-out rows' episodes with the model as it is now (gpu_jobs.agent.evaluation's scores over all
+        of them: ``eval/<domain>`` is the solved share, ``eval_agent/*`` the habits): one greedy episode per
+        row, or the environment's ``eval_episodes`` sampled at the job's temperature, one batch of the rows
+        per round. The sampling is seeded alike at every evaluation (common random numbers) on a copy of the
+        random state, so training's own random stream is the same with or without it."""
+        import torch
+
+        rounds = self.spec.eval_episodes
+        if rounds == 1:
+            _, results, _, _ = self.play(
+                rows, tokenizer, TransformersTurns(model, tokenizer, temperature=0.0)
+            )
+            return agent_scores(rows, results)
+        sampler = TransformersTurns(model, tokenizer, temperature=self.config.temperature)
+        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        played: list[dict] = []
+        results: list[EpisodeResult] = []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(self.config.seed)
+            for _ in range(rounds):
+                _, batch, _, _ = self.play(rows, tokenizer, sampler)
+                played.extend(rows)
+                results.extend(batch)
+        return agent_scores(played, results)
 
     def play(
         self, rows: list[dict], tokenizer: Any, generator: TransformersTurns | VLLMTurns

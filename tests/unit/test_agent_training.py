@@ -176,3 +176,60 @@ def test_a_tokenizer_with_a_chat_template_gets_its_own_tool_format(tmp_path):
         assert observation.startswith("<|end|>\n<|tool|>") and observation.endswith("<|assistant|>")
     finally:
         episode.finish()
+
+
+def test_held_out_evaluation_samples_eval_episodes_per_task_seeded_alike_at_every_evaluation(tmp_path):
+    """eval_episodes > 1: that many sampled episodes per held-out task, counted in the figures; the same noise
+    at every evaluation (the same model gives the same figures); training's random stream is left as it was."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gpu_jobs.agent.training import AgentRollouts
+    from gpu_jobs.tiny_model import ensure_tiny_model
+
+    model_dir = ensure_tiny_model(MODEL_STORE)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    held_out = pack_rows()[2:4]
+    config = GRPOJobConfig(
+        model_store=str(MODEL_STORE), output_dir=str(tmp_path), rows=pack_rows(limit=2), eval_rows=held_out,
+        verifiers=[], environment={**ENVIRONMENT, "eval_episodes": 3}, prompts_per_step=2, num_generations=2,
+        temperature=1.0, seed=5,
+    )  # fmt: skip
+    agent = AgentRollouts(config=config, sink=ListSink())
+    played: list[list[str]] = []
+    play = agent.play
+
+    def recording_play(rows, tokenizer, generator):  # records what each round's episodes wrote
+        out = play(rows, tokenizer, generator)
+        played.append(["".join(step.raw for step in result.steps) for result in out[1]])
+        return out
+
+    agent.play = recording_play
+    torch.manual_seed(123)
+    first = agent.evaluate(held_out, model, tokenizer)
+    after_evaluation = torch.rand(4)
+    torch.manual_seed(123)
+    assert torch.equal(after_evaluation, torch.rand(4))  # training's random state is not consumed
+    assert first["eval_agent/episodes"] == 6
+    assert len(played) == 3 and all(len(texts) == 2 for texts in played)
+    # Sampled, not greedy: a task's episodes differ from round to round.
+    assert len({texts[0] for texts in played}) > 1
+    second = agent.evaluate(held_out, model, tokenizer)
+    assert second == first and played[3:] == played[:3]  # seeded alike: the same model, the same episodes
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (0, "environment.eval_episodes: must be a whole number >= 1, got 0"),
+        (2.5, "environment.eval_episodes: must be a whole number >= 1, got 2.5"),
+        (17, "environment.eval_episodes: at most 16 episodes per held-out task, got 17"),
+    ],
+)
+def test_bad_eval_episodes_name_the_option_and_the_limit(value, message):
+    from gpu_jobs.agent.spec import validate_environment
+
+    with pytest.raises(ValueError) as error:
+        validate_environment({"eval_episodes": value})
+    assert str(error.value) == message
