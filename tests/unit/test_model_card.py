@@ -161,6 +161,19 @@ def test_an_agent_job_s_card_shows_its_habits_on_held_out_tasks_base_against_che
     page = page_client(world["owner"]).get(f"/checkpoints/{checkpoint.pk}/card/")
     assert page.status_code == 200 and b'id="card-agent-habits"' in page.content
     assert b"<td>turns with a well-formed tool call</td><td>35%</td><td>60%</td>" in page.content
+    assert agent["episodes_per_task"] == 1 and "One greedy episode per held-out task;" in text
+
+    # A job that sampled several episodes per task says so, on the card and its export.
+    job.spec = {**job.spec, "environment": {"eval_episodes": 4}}
+    job.save(update_fields=["spec"])
+    card = api_client(world["owner"]).get(f"/api/v1/checkpoints/{checkpoint.pk}/card").json()
+    assert card["held_out_agent"]["episodes_per_task"] == 4
+    text = (
+        api_client(world["owner"]).get(f"/api/v1/checkpoints/{checkpoint.pk}/card/markdown").content.decode()
+    )
+    assert "4 episodes per held-out task, sampled at the job's temperature" in text
+    page = page_client(world["owner"]).get(f"/checkpoints/{checkpoint.pk}/card/")
+    assert b"4 episodes per held-out task, sampled" in page.content
 
 
 def test_a_job_that_played_no_episodes_has_no_agent_section(world, card_job):

@@ -105,7 +105,17 @@ def _agent_habits(job, step: int) -> dict | None:
                 "checkpoint": values[at],
             }
         )
-    return {"evaluated_at_step": evaluated_at, "rows": rows} if rows else None
+    if not rows:
+        return None
+    environment = (job.spec or {}).get("environment") or {}
+    per_task = int(environment.get("eval_episodes", 1) or 1)
+    how = (
+        "One greedy episode per held-out task"
+        if per_task == 1
+        else f"{per_task} episodes per held-out task, sampled at the job's temperature and seeded alike at "
+        "every evaluation"
+    )
+    return {"evaluated_at_step": evaluated_at, "rows": rows, "episodes_per_task": per_task, "how": how}
 
 
 def _curves(job, step: int) -> dict[str, list[list[float]]]:
@@ -274,7 +284,7 @@ def model_card_markdown(card: dict) -> str:
             "",
             "### Agent habits on held-out tasks",
             "",
-            f"One greedy episode per held-out task; the base is the model before GRPO (after any warm-up), "
+            f"{agent['how']}; the base is the model before GRPO (after any warm-up), "
             f"the checkpoint's from step {agent['evaluated_at_step']}.",
             "",
             "| habit | base | checkpoint |",
