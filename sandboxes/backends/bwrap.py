@@ -5,6 +5,11 @@ minimal /dev, and a size-capped tmpfs at /tmp holding the working directory. No 
 checkout, no host environment variables, only a down loopback interface. It runs as uid 65534 with no
 capabilities, as a child of bwrap's own pid 1, so the whole sandbox dies with bwrap.
 
+On the host, the sandbox's user is the one that started bwrap, and never root: the kernel would then take the
+program for the owner of every root-owned file it sees (the /dev nodes bwrap binds in, whose modes and times
+every sandbox and the host share) and let it write /proc/sys (every global sysctl). A root process starts
+bwrap as the host's nobody instead (HOST_UID, through setpriv), which needs unprivileged user namespaces.
+
 Kernel surface: a seccomp filter (seccomp.py) refuses new namespaces, ptrace, mounts, keyrings, BPF and the
 like, and `--disable-userns` stops a nested user namespace a second way. The IPC namespace is the run's own
 (a warm sandbox's fork server empties it after every run instead: see fork_server.py).
@@ -39,6 +44,7 @@ from sandboxes.types import Limits, RunRequest, RunResult, Status
 
 WORKDIR = "/tmp/work"
 SANDBOX_UID = "65534"  # nobody: the program owns nothing outside its tmpfs
+HOST_UID = 65534  # what bwrap runs as on the host when this process is root (nobody)
 # SANDBOX_TMP tells a program that /tmp is the run's own (the code judge empties it between samples).
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -79,6 +85,8 @@ class BwrapBackend(SandboxBackend):
         """
         self.bwrap_path = bwrap_path or shutil.which("bwrap") or "/usr/bin/bwrap"
         self.prlimit_path = shutil.which("prlimit") or "/usr/bin/prlimit"
+        self.setpriv_path = shutil.which("setpriv") or "/usr/bin/setpriv"
+        self.host_uid = HOST_UID if os.geteuid() == 0 else os.getuid()  # see the module docstring
         # bubblewrap 0.8.0 and later; older ones rely on the seccomp filter alone to refuse user namespaces.
         self._disable_userns = (
             ["--disable-userns"] if _bwrap_supports(self.bwrap_path, "--disable-userns") else []
@@ -176,9 +184,9 @@ class BwrapBackend(SandboxBackend):
     def process_limit(self) -> str:
         if self.cgroup_parent is not None:
             return self.cgroup_parent.description
-        note = " (not enforced: this process runs as root)" if os.getuid() == 0 else ""
         return (
-            f"RLIMIT_NPROC per host user, no writable pids cgroup{note}; memory by RLIMIT_AS per process only"
+            f"RLIMIT_NPROC of host user {self.host_uid}, no writable pids cgroup; "
+            "memory by RLIMIT_AS per process only"
         )
 
     def request_problem(self, request: RunRequest) -> str:
@@ -186,6 +194,8 @@ class BwrapBackend(SandboxBackend):
             return f"bubblewrap not found at {self.bwrap_path}; install the Debian package bubblewrap"
         if not os.path.exists(self.prlimit_path):
             return f"prlimit not found at {self.prlimit_path}; install the Debian package util-linux"
+        if self.host_uid != os.getuid() and not os.path.exists(self.setpriv_path):
+            return f"setpriv not found at {self.setpriv_path}; install the Debian package util-linux"
         if request.language == "python" and not os.path.exists(self.python_path):
             return f"no interpreter at {self.python_path}; install the Debian package python3-minimal"
         missing = missing_here(request.profile)
@@ -219,7 +229,13 @@ class BwrapBackend(SandboxBackend):
         sandbox to the *thread* that starts it, so warm sandboxes (started from short-lived threads) go without
         it and end when their socket to the host closes instead.
         """
+        as_host_user = []
+        # This process is root: bwrap, and the sandbox with it, run as nobody.
+        if self.host_uid != os.getuid():
+            uid = str(self.host_uid)
+            as_host_user = [self.setpriv_path, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
         return [
+            *as_host_user,
             self.bwrap_path,
             "--unshare-all",  # the IPC namespace included: System V objects die with the sandbox
             "--unshare-user",
@@ -277,7 +293,7 @@ class BwrapBackend(SandboxBackend):
         ]
         if cgroup is None:
             # RLIMIT_NPROC counts the user's processes outside the sandbox too, so allow for those.
-            prlimit.append(f"--nproc={user_task_count() + limits.pids + BWRAP_TASKS}")
+            prlimit.append(f"--nproc={user_task_count(self.host_uid) + limits.pids + BWRAP_TASKS}")
         bwrap = [
             *self.sandbox_args(
                 tmpfs_mb=limits.tmpfs_mb,

@@ -18,11 +18,15 @@ directory under /tmp, the sandbox environment and nothing else; when the program
 other process in the sandbox's pid namespace is SIGKILLed (this server is its init, pid 1, so orphans are
 re-parented to it), every System V shared-memory segment, semaphore set and message queue in the sandbox's
 IPC namespace is removed, and /tmp is emptied, so nothing a run leaves behind (a daemon, a file, an IPC
-object) reaches the next one. The seccomp filter the sandbox runs under (seccomp.py) refuses the kernel
-keyrings, so no key outlives a run either. The program's processes volunteer first to the kernel's OOM
-killer, so a run that passes the sandbox's memory cap loses one of its own processes, not this server. As the namespace's init with no signal handlers it cannot be signalled from inside; it is not dumpable,
-so a program (same uid) cannot ptrace it or read its memory. Should it die anyway, the host sees the socket
-close and throws the sandbox away.
+object) reaches the next one. The settings of the sandbox's own IPC and pid namespaces (NAMESPACE_SETTINGS),
+which the kernel lets a run write, are read before the first run: a run that changed one leaves the sandbox
+unclean, and the host throws it away. (What stays: pids keep counting up across runs, so a run can tell how
+many processes the runs before it in this sandbox started.) The seccomp filter the sandbox runs under
+(seccomp.py) refuses the kernel keyrings, so no key outlives a run either. The program's processes volunteer
+first to the kernel's OOM killer, so a run that passes the sandbox's memory cap loses one of its own
+processes, not this server. As the namespace's init with no signal handlers it cannot be signalled from
+inside; it is not dumpable, so a program (same uid) cannot ptrace it or read its memory. Should it die
+anyway, the host sees the socket close and throws the sandbox away.
 """
 
 import atexit
@@ -76,6 +80,16 @@ KILL_ROUNDS = 10000  # kill(-1) + reap rounds before the sandbox is called uncle
 # every run, and request files overwrite (never through a link) what is there.
 SESSION = False
 RUN_DIR = "/tmp/.run"
+# Kernel settings of the sandbox's own IPC and pid namespaces, writable from inside (those the kernel has).
+NAMESPACE_SETTINGS = (
+    *(f"/proc/sys/kernel/{name}" for name in (
+        "auto_msgmni", "msgmax", "msgmnb", "msgmni", "sem", "shm_rmid_forced", "shmall", "shmmax", "shmmni",
+        "pid_max",
+    )),
+    *(f"/proc/sys/fs/mqueue/{name}" for name in (
+        "msg_default", "msg_max", "msgsize_default", "msgsize_max", "queues_max",
+    )),
+)  # fmt: skip
 
 
 def prctl(option: int, value: int) -> None:
@@ -292,6 +306,18 @@ def empty_tmp() -> bool:
         return False
 
 
+def namespace_settings() -> dict[str, str]:
+    """NAMESPACE_SETTINGS with their values now (those this kernel has)."""
+    settings = {}
+    for path in NAMESPACE_SETTINGS:
+        try:
+            with open(path) as f:
+                settings[path] = f.read()
+        except OSError:
+            continue
+    return settings
+
+
 def empty_run_dir() -> bool:
     try:
         if os.path.isdir(RUN_DIR) and not os.path.islink(RUN_DIR):
@@ -306,6 +332,7 @@ def empty_run_dir() -> bool:
 def serve(sock: socket.socket) -> None:
     if not empty_tmp():
         return
+    settings = namespace_settings()  # compared after every run; a session's are its own, as its files are
     gc.freeze()  # what is imported now is never touched by a child's collector: fewer copy-on-write faults
     sock.send(b"ready")
     while True:
@@ -350,7 +377,9 @@ def serve(sock: socket.socket) -> None:
                 report["setup_error"] = setup_error
         os.close(setup_r)
         report["clean"] = (
-            kill_the_rest() and remove_sysv_ipc() and (empty_run_dir() if SESSION else empty_tmp())
+            kill_the_rest()
+            and remove_sysv_ipc()
+            and (empty_run_dir() if SESSION else empty_tmp() and namespace_settings() == settings)
         )
         report["oom_killed"] = oom_kills() > oom_kills_before
         if host_gone:

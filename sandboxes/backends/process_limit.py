@@ -239,9 +239,8 @@ def _own_cgroup_dirs(controller: str) -> list[Path]:
     return dirs
 
 
-def user_task_count() -> int:
-    """Tasks (threads count) of this real user on the host: what RLIMIT_NPROC is compared against."""
-    uid = os.getuid()
+def user_task_count(uid: int) -> int:
+    """Tasks (threads count) of host user `uid`: what RLIMIT_NPROC counts for the processes `uid` runs."""
     total = 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():

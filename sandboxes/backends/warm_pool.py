@@ -7,7 +7,8 @@ on a timeout or flood tells the server to kill the run.
 
 A sandbox is thrown away (and replaced on demand) after `recycle_after` runs or after any anomaly: a run that
 had to be killed, a fork server that died or answered nonsense, processes left in its cgroup after a run, a
-/tmp that could not be emptied. A `WarmPool` holds up to `size` of them and lends each to one run at a time.
+/tmp that could not be emptied, a kernel setting of its namespaces a run changed. A `WarmPool` holds up to
+`size` of them and lends each to one run at a time.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 filesystem, and anything that would let one run tamper with a later one. Every backend variant in conftest.py.
 """
 
+import json
 import os
 import socket
 import uuid
@@ -344,6 +345,7 @@ for kind in ("shm", "sem", "msg"):
 
 
 def test_system_v_ipc_of_one_run_is_gone_in_the_next(backend):
+    assert backend.run(python("pass")).status == Status.OK  # a warm pool has its sandbox before `started`
     started = backend.pool.stats.started if backend.pool is not None else None
     made = backend.run(python(MAKE_SYSV_IPC))
     assert (made.status, made.stdout) == (Status.OK, "True\n"), made.stderr
@@ -352,3 +354,30 @@ def test_system_v_ipc_of_one_run_is_gone_in_the_next(backend):
     assert later.stdout.splitlines() == ["shm ENOENT", "sem ENOENT", "msg ENOENT", "shm 0", "sem 0", "msg 0"]
     if backend.pool is not None:  # the same warm sandbox served both runs
         assert backend.pool.stats.started == started
+
+
+CHANGE_NAMESPACE_SETTINGS = """
+import json
+changed = {}
+for name in ("msgmax", "pid_max"):
+    try:
+        open(f"/proc/sys/kernel/{name}", "w").write("4242")
+    except OSError:
+        continue
+    changed[name] = open(f"/proc/sys/kernel/{name}").read().strip()
+print(json.dumps(changed))
+"""
+READ_NAMESPACE_SETTINGS = "print([open(f'/proc/sys/kernel/{name}').read() for name in ('msgmax', 'pid_max')])"
+
+
+def test_kernel_settings_a_run_changes_in_its_namespaces_are_not_the_next_runs(backend):
+    # A warm sandbox's IPC and pid namespaces serve every run in it; the kernel lets a run write their settings.
+    before = backend.run(python(READ_NAMESPACE_SETTINGS))
+    changed = backend.run(python(CHANGE_NAMESPACE_SETTINGS))
+    assert changed.status == Status.OK, changed.stderr
+    written = json.loads(changed.stdout)
+    assert set(written.values()) <= {"4242"}
+    if backend.name == "bwrap":
+        assert "msgmax" in written  # the run did change one (the message queues' size limit)
+    after = backend.run(python(READ_NAMESPACE_SETTINGS))
+    assert (after.status, after.stdout) == (Status.OK, before.stdout), after.stderr
