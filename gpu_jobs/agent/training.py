@@ -210,10 +210,8 @@ class AgentRollouts:
 
         rounds = self.spec.eval_episodes
         if rounds == 1:
-            _, results, _, _ = self.play(
-                rows, tokenizer, TransformersTurns(model, tokenizer, temperature=0.0)
-            )
-            return agent_scores(rows, results)
+            _, greedy, _, _ = self.play(rows, tokenizer, TransformersTurns(model, tokenizer, temperature=0.0))
+            return agent_scores(rows, greedy)
         sampler = TransformersTurns(model, tokenizer, temperature=self.config.temperature)
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
         played: list[dict] = []

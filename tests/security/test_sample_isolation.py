@@ -1,8 +1,9 @@
 """The samples of one batch share a sandbox run (the judge's zygote forks a runner per sample): nothing one
 sample leaves behind reaches the next, on every backend. The zygote wipes /tmp after each sample; what stays
 (/tmp, its work folder, the judge's main program) has its modes, times and extended attributes put back, the
-System V objects a sample made are removed, and a main program rewritten ends the run early: the samples
-after it are judged in runs of their own, their verdicts kept."""
+System V objects a sample made are removed, the settings of the run's IPC and pid namespaces it wrote are
+written back, and a main program rewritten ends the run early: the samples after it are judged in runs of
+their own, their verdicts kept."""
 
 from gpu_jobs.rewards import build_scorer
 
@@ -23,8 +24,20 @@ PLANT = (
     "    if what == 'system v':\n"
     "        for flag in ('-M4096', '-Q', '-S1'):\n"
     "            subprocess.run(['ipcmk', flag], check=True, capture_output=True)\n"
+    "    if what == 'settings':\n"  # the run's own IPC and pid namespaces' settings (writable under bwrap)
+    "        for name, value in SETTINGS.items():\n"
+    "            try:\n"
+    "                open('/proc/sys/' + name, 'w').write(value)\n"
+    "            except OSError:\n"
+    "                pass\n"
     "    return True\n"
 )
+SETTINGS = {
+    "kernel/msgmax": "4242",
+    "kernel/shmmni": "77",
+    "fs/mqueue/queues_max": "77",
+    "kernel/pid_max": "7777",
+}
 LOOK = (
     "import os\n"
     "def planted():\n"
@@ -38,6 +51,9 @@ LOOK = (
     "    for kind in ('shm', 'sem', 'msg'):\n"
     "        if len(open(f'/proc/sysvipc/{kind}').read().splitlines()) > 1:\n"
     "            found.append(kind)\n"
+    "    for name, value in SETTINGS.items():\n"
+    "        if open('/proc/sys/' + name).read().strip() == value:\n"
+    "            found.append(name)\n"
     "    return found\n"
 )
 
@@ -57,7 +73,8 @@ def judged(backend, what):
     sandbox = Counted(backend)
     scorer = build_scorer({"type": "python_tests"}, sandbox=sandbox)
     rows = [{"tests": [f"assert plant({what!r}) is True"]}, {"tests": ["assert planted() == []"]}]
-    results = scorer.score_batch(rows, [PLANT, LOOK])
+    settings = f"SETTINGS = {SETTINGS!r}\n"
+    results = scorer.score_batch(rows, [settings + PLANT, settings + LOOK])
     return [r.score for r in results], [r.reason for r in results], sandbox.runs
 
 
@@ -69,6 +86,12 @@ def test_modes_times_and_attributes_set_on_what_stays_are_put_back_within_the_ru
 
 def test_system_v_objects_a_sample_makes_are_gone_within_the_run(backend):
     scores, reasons, runs = judged(backend, "system v")
+    assert scores == [1.0, 1.0], reasons
+    assert runs == 1
+
+
+def test_namespace_settings_a_sample_writes_are_put_back_within_the_run(backend):
+    scores, reasons, runs = judged(backend, "settings")
     assert scores == [1.0, 1.0], reasons
     assert runs == 1
 
