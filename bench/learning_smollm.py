@@ -34,7 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
 from bench import plots  # noqa: E402
-from tests.stack import Stack, all_events, jsonl, wait_for  # noqa: E402
 
 PLOT = ROOT / "docs" / "figures" / "learning_smollm.png"
 CUE = "\nAnswer:"  # the prompt ends where the answer starts: the model answers instead of restating
@@ -148,6 +147,8 @@ def domain_config(*, task: str, store: Path, output_dir: Path, overrides: dict |
 
 
 def upload(api, name: str, rows: list[dict]) -> int:
+    from tests.stack import jsonl, wait_for
+
     created = api.post(
         "/datasets/uploads",
         data={"name": name, "answer_field": "answer", "domain_field": "domain"},
@@ -186,6 +187,8 @@ def run_job(api, *, name: str, train: int, held_out: int, verifiers: list[dict],
         raise RuntimeError(f"launch: {launched.status_code} {launched.text[:500]}")
     job_id = launched.json()["id"]
     started = time.monotonic()
+    from tests.stack import all_events, wait_for
+
     job = wait_for(
         lambda: api.get(f"/jobs/{job_id}").json(),
         lambda job: job["state"] in ("succeeded", "failed", "cancelled"),
@@ -257,6 +260,8 @@ def main() -> None:
             f"{len(held)} held-out prompts, none of them trained on",
             flush=True,
         )
+
+    from tests.stack import Stack  # the platform's services: not needed for domain_config on a GPU host
 
     stack = Stack(Path(tempfile.mkdtemp(prefix="anneal-learning-")))
     stack.start()
