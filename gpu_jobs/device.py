@@ -64,18 +64,30 @@ def resolve_device(device: str, host: HostInfo) -> str:
     return device
 
 
+def _checkpointing_name() -> str:
+    """TrainingArguments' name for activation checkpointing: "activation_checkpointing" from transformers 5.21
+    on, "gradient_checkpointing" before (the GPU set, requirements/gpu.txt, pins 5.20 for vLLM)."""
+    import inspect
+
+    from transformers import TrainingArguments
+
+    names = inspect.signature(TrainingArguments.__init__).parameters
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+
+
 def device_args(*, device: str, use_vllm: bool, host: HostInfo) -> dict[str, Any]:
     """Keyword arguments for ``trl.GRPOConfig`` that depend on where the job runs.
 
     ``use_vllm`` applies on CUDA only (vLLM has no CPU path here); asking for it on a CUDA host without
     vLLM installed raises DeviceError rather than silently generating ten times slower.
     """
+    checkpointing = _checkpointing_name()
     if resolve_device(device, host) == "cpu":
         return {
             "use_cpu": True,
             "bf16": False,
             # TRL turns it on by default; on a small model on the CPU it only costs time.
-            "activation_checkpointing": False,
+            checkpointing: False,
             "use_vllm": False,
         }
     args: dict[str, Any] = {
@@ -83,7 +95,7 @@ def device_args(*, device: str, use_vllm: bool, host: HostInfo) -> dict[str, Any
         "bf16": host.bf16,
         "fp16": not host.bf16,
         # Recomputes activations in the backward pass: less memory for longer completions and bigger groups.
-        "activation_checkpointing": True,
+        checkpointing: True,
         "use_vllm": False,
     }
     if use_vllm:

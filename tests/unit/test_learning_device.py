@@ -48,6 +48,20 @@ def test_the_mapping_names_only_fields_trl_knows_and_the_cpu_one_builds_a_config
     assert args.use_cpu and not args.bf16 and not args.use_vllm
 
 
+def test_checkpointing_takes_the_name_the_installed_transformers_knows(monkeypatch):
+    # The GPU set (requirements/gpu.txt) pins transformers 5.20 for vLLM, where the field is still called
+    # gradient_checkpointing: GRPOConfig refused the newer name there (seen on an H200).
+    import transformers
+
+    class Before521:
+        def __init__(self, output_dir=None, gradient_checkpointing=False, bf16=False):
+            pass
+
+    monkeypatch.setattr(transformers, "TrainingArguments", Before521)
+    args = device_args(device="auto", use_vllm=False, host=GPU_HOST)
+    assert args["gradient_checkpointing"] is True and "activation_checkpointing" not in args
+
+
 @pytest.mark.parametrize(
     ("device", "use_vllm", "host", "field"),
     [
