@@ -12,7 +12,8 @@ bwrap as the host's nobody instead (HOST_UID, through setpriv), which needs unpr
 
 Kernel surface: a seccomp filter (seccomp.py) refuses new namespaces, ptrace, mounts, keyrings, BPF and the
 like, and `--disable-userns` stops a nested user namespace a second way. The IPC namespace is the run's own
-(a warm sandbox's fork server empties it after every run instead: see fork_server.py).
+(a warm sandbox's fork server empties it after every run instead: see fork_server.py). /proc/sys is read-only,
+so not even the settings of the sandbox's own namespaces can carry anything from one run to the next.
 
 Limits: address space, CPU seconds, file size and core size by `prlimit` on the bwrap process (inherited by
 everything inside); processes and the memory of all of them together by a per-run cgroup when one can be
@@ -264,6 +265,11 @@ class BwrapBackend(SandboxBackend):
             *[arg for folder in ETC_CONFIG if os.path.isdir(folder) for arg in ("--ro-bind", folder, folder)],
             "--proc",
             "/proc",
+            # The kernel lets the sandbox write its own IPC and pid namespaces' settings (msgmax, pid_max, ...),
+            # a channel from one run, or one judged sample, to the next: read-only, as the docker backend has it.
+            "--ro-bind",
+            "/proc/sys",
+            "/proc/sys",
             "--dev",
             "/dev",
             "--size",

@@ -1,9 +1,9 @@
 """The samples of one batch share a sandbox run (the judge's zygote forks a runner per sample): nothing one
 sample leaves behind reaches the next, on every backend. The zygote wipes /tmp after each sample; what stays
 (/tmp, its work folder, the judge's main program) has its modes, times and extended attributes put back, the
-System V objects a sample made are removed, the settings of the run's IPC and pid namespaces it wrote are
-written back, and a main program rewritten ends the run early: the samples after it are judged in runs of
-their own, their verdicts kept."""
+System V objects a sample made are removed, the settings of the run's IPC and pid namespaces cannot be
+written (/proc/sys is read-only), and a main program rewritten ends the run early: the samples after it are
+judged in runs of their own, their verdicts kept."""
 
 from gpu_jobs.rewards import build_scorer
 
@@ -24,7 +24,7 @@ PLANT = (
     "    if what == 'system v':\n"
     "        for flag in ('-M4096', '-Q', '-S1'):\n"
     "            subprocess.run(['ipcmk', flag], check=True, capture_output=True)\n"
-    "    if what == 'settings':\n"  # the run's own IPC and pid namespaces' settings (writable under bwrap)
+    "    if what == 'settings':\n"  # the run's own IPC and pid namespaces' settings (the kernel allows it)
     "        for name, value in SETTINGS.items():\n"
     "            try:\n"
     "                open('/proc/sys/' + name, 'w').write(value)\n"
@@ -90,7 +90,7 @@ def test_system_v_objects_a_sample_makes_are_gone_within_the_run(backend):
     assert runs == 1
 
 
-def test_namespace_settings_a_sample_writes_are_put_back_within_the_run(backend):
+def test_namespace_settings_a_sample_tries_to_write_never_reach_the_next(backend):
     scores, reasons, runs = judged(backend, "settings")
     assert scores == [1.0, 1.0], reasons
     assert runs == 1

@@ -34,15 +34,6 @@ MAIN = os.path.join(WORK, "main.py")
 KEPT = {}  # path -> how remember() found it (_looks), for wipe() to put back
 KEPT_MAIN = []  # the main program's content, as remember() found it
 SYSV_KINDS = ("shm", "sem", "msg")
-# The kernel settings of the run's own IPC and pid namespaces, which a sample may write and the next read
-# (sandboxes.backends.fork_server.NAMESPACE_SETTINGS, which the judge cannot import): put back after each one.
-NAMESPACE_SETTINGS = tuple(
-    [f"/proc/sys/kernel/{name}" for name in ("auto_msgmni", "msgmax", "msgmnb", "msgmni", "sem")]
-    + [f"/proc/sys/kernel/{name}" for name in ("shm_rmid_forced", "shmall", "shmmax", "shmmni", "pid_max")]
-    + [f"/proc/sys/fs/mqueue/{name}" for name in ("msg_default", "msg_max", "msgsize_default", "msgsize_max")]
-    + ["/proc/sys/fs/mqueue/queues_max"]
-)
-KEPT_SETTINGS = {}  # path -> its value as remember() found it
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 REPLY_FD = 3
 OUTPUT_CAP = 1 << 20
@@ -175,21 +166,15 @@ def remember():
         KEPT_MAIN.append(_content(MAIN))
     except OSError:
         pass
-    for path in NAMESPACE_SETTINGS:
-        try:
-            KEPT_SETTINGS[path] = _setting(path)
-        except OSError:
-            pass  # not in this kernel
 
 
 def wipe(remove_sysv=None):
     """Remove the sample folders made so far and, in a sandbox (SANDBOX_TMP names its /tmp, which is the run's
     own), everything else a sample left for the next one to read: files in /tmp but the fork server's working
     directory and the judge's main program; the modes, times and extended attributes it set on those
-    (remember()); the System V objects it made (`remove_sysv(kind, id)`: the zygote's, which holds ctypes); the
-    settings of the run's namespaces it wrote (NAMESPACE_SETTINGS). True when that is done; False when it
-    cannot be put back (the main program rewritten or replaced, a kept folder swapped, a setting that will not
-    take its old value), and the judge then judges the samples left in runs of their own. Run unsandboxed (the
+    (remember()); the System V objects it made (`remove_sysv(kind, id)`: the zygote's, which holds ctypes).
+    True when that is done; False when it cannot be put back (the main program rewritten or replaced, a kept
+    folder swapped), and the judge then judges the samples left in runs of their own. Run unsandboxed (the
     benchmark's baseline), the judge touches nothing but its own folders. A program may have made its files
     read-only: they are its own, so the permissions are put back first."""
     try:
@@ -210,7 +195,7 @@ def wipe(remove_sysv=None):
                     _remove(entry.path)
             if not _only_kept():
                 return False
-        return _put_back_kept() and _no_sysv_objects(remove_sysv) and _put_back_settings()
+        return _put_back_kept() and _no_sysv_objects(remove_sysv)
     except OSError:
         return False
 
@@ -268,29 +253,6 @@ def _put_back_kept():
                 # "now" is not, and a sample cannot choose it (it could its own files' add and remove times).
                 os.utime(path)
     return True
-
-
-def _put_back_settings():
-    """Write back the namespace settings (NAMESPACE_SETTINGS) a sample changed; True once all read as before."""
-    for path, value in KEPT_SETTINGS.items():
-        if _setting(path) == value:
-            continue  # the usual case: one read each
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            os.write(fd, value)
-        finally:
-            os.close(fd)
-        if _setting(path) != value:
-            return False
-    return True
-
-
-def _setting(path):
-    fd = os.open(path, os.O_RDONLY)  # not O_NOATIME: the sandbox's user owns none of /proc/sys in a container
-    try:
-        return os.read(fd, 256)
-    finally:
-        os.close(fd)
 
 
 def _no_sysv_objects(remove_sysv):
