@@ -4,12 +4,14 @@ filesystem, and anything that would let one run tamper with a later one. Every b
 
 import json
 import os
+import shutil
 import socket
 import uuid
 from pathlib import Path
 
 import pytest
 
+from sandboxes.backends.bwrap import BwrapBackend
 from sandboxes.types import Limits, RunRequest, Status
 from tests.security.hostile import python
 
@@ -397,3 +399,27 @@ def test_kernel_settings_a_run_changes_in_its_namespaces_are_not_the_next_runs(b
     assert json.loads(changed.stdout) == {}
     after = backend.run(python(READ_NAMESPACE_SETTINGS))
     assert (after.status, after.stdout) == (Status.OK, before.stdout), after.stderr
+
+
+class WritableProcSys(BwrapBackend):
+    """bwrap without its read-only /proc/sys: a host where the first line is missing."""
+
+    def sandbox_args(self, **options) -> list[str]:
+        args = super().sandbox_args(**options)
+        at = args.index("/proc/sys") - 1
+        assert args[at : at + 3] == ["--ro-bind", "/proc/sys", "/proc/sys"]
+        return args[:at] + args[at + 3 :]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_where_proc_sys_is_writable_a_warm_sandbox_whose_settings_a_run_changed_is_thrown_away():
+    backend = WritableProcSys(pool_size=1, recycle_after=10_000)
+    try:
+        before = backend.run(python(READ_NAMESPACE_SETTINGS))
+        changed = backend.run(python(CHANGE_NAMESPACE_SETTINGS))
+        assert "msgmax" in json.loads(changed.stdout), changed.stderr  # the run did change one
+        after = backend.run(python(READ_NAMESPACE_SETTINGS))
+        assert (after.status, after.stdout) == (Status.OK, before.stdout), after.stderr
+        assert backend.pool.stats.discarded == 1
+    finally:
+        backend.pool.close()
