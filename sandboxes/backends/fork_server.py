@@ -19,11 +19,11 @@ other process in the sandbox's pid namespace is SIGKILLed (this server is its in
 re-parented to it), every System V shared-memory segment, semaphore set and message queue in the sandbox's
 IPC namespace is removed, and /tmp is emptied, so nothing a run leaves behind (a daemon, a file, an IPC
 object) reaches the next one. The settings of the sandbox's own IPC and pid namespaces (NAMESPACE_SETTINGS),
-which the kernel would let a run write, are under a read-only /proc/sys in both backends; as a second line
-they are read before the first run, and a run that changed one anyway leaves the sandbox unclean, and the
-host throws it away. (What stays: pids keep counting up across runs, so a run can tell how
-many processes the runs before it in this sandbox started.) The seccomp filter the sandbox runs under
-(seccomp.py) refuses the kernel keyrings, so no key outlives a run either. The program's processes volunteer
+which the kernel would let a run write, are under a read-only /proc/sys in both backends; as a second line,
+where /proc/sys is writable, they are read before the first run, and a run that changed one leaves the
+sandbox unclean, and the host throws it away. (What stays: pids keep counting up across runs, so a run can
+tell how many processes the runs before it in this sandbox started.) The seccomp filter the sandbox runs
+under (seccomp.py) refuses the kernel keyrings, so no key outlives a run either. The program's processes volunteer
 first to the kernel's OOM killer, so a run that passes the sandbox's memory cap loses one of its own
 processes, not this server. As the namespace's init with no signal handlers it cannot be signalled from
 inside; it is not dumpable, so a program (same uid) cannot ptrace it or read its memory. Should it die

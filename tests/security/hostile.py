@@ -27,6 +27,18 @@ def processes_with(marker: str) -> list[int]:
     return pids
 
 
+def children_of(pid: int) -> list[int]:
+    """The pids of `pid`'s children (their parent, from /proc/<pid>/stat)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
 def assert_nothing_left(marker: str) -> None:
     # Killed processes disappear asynchronously; give the kernel a moment before calling it a leak.
     for _ in range(40):

@@ -28,7 +28,7 @@ from gpu_jobs.agent.taskpack import pack_rows
 from gpu_jobs.agent.tools import ToolCall
 from sandboxes.session import SandboxSession, SessionPool
 from sandboxes.types import Limits, Status
-from tests.security.hostile import assert_nothing_left, processes_with
+from tests.security.hostile import assert_nothing_left, children_of, processes_with
 
 pytestmark = [
     pytest.mark.security,
@@ -434,7 +434,7 @@ def test_a_daemon_an_episode_starts_ends_with_its_call_and_its_sandbox_with_the_
     with pool.session(files=FILES) as first:
         assert first._sandbox is not None
         bwrap = first._sandbox.pid
-        server = children(bwrap)
+        server = children_of(bwrap)
         assert probe(first, daemon) is True  # it ran, inside the call
     assert_nothing_left(name)
     assert server and all(gone(pid) for pid in [bwrap, *server])
@@ -454,18 +454,6 @@ def gone(pid: int) -> bool:
             return True
         time.sleep(0.02)
     return False
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
 
 
 # Whole agent episodes on one pool ---------------------------------------------------------------------------------

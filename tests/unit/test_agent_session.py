@@ -3,12 +3,12 @@
 import os
 import shutil
 import signal
-from pathlib import Path
 
 import pytest
 
 from sandboxes.session import SESSION_LOST, SandboxSession
 from sandboxes.types import Limits, Status
+from tests.security.hostile import children_of
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -38,26 +38,15 @@ def test_a_killed_call_keeps_the_session_and_a_dead_sandbox_is_reported_not_repl
         assert session.run("python", "while True: pass").status == Status.TIMEOUT
         assert session.run("shell", "cat keep.txt").stdout == "kept"
         # The sandbox dies from outside: its fork server (bwrap's child, pid 1 inside) is killed.
-        for child in children_of(session._sandbox._launcher.pid):
+        server = children_of(session._sandbox._launcher.pid)
+        assert server, "the sandbox's fork server was not found"
+        for child in server:
             os.kill(child, signal.SIGKILL)
         dying = session.run("shell", "cat keep.txt")
         assert dying.status == Status.SANDBOX_ERROR and "died during this call" in dying.stderr
         assert not session.alive and session.lost
         later = session.run("shell", "true")
         assert later.status == Status.SANDBOX_ERROR and SESSION_LOST in later.stderr
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    assert found, "the sandbox's fork server was not found"
-    return found
 
 
 def test_bad_file_names_are_refused():

@@ -13,6 +13,7 @@ import pytest
 from sandboxes.backends.bwrap import BwrapBackend
 from sandboxes.registry import env_int
 from sandboxes.types import Limits, RunRequest, Status
+from tests.security.hostile import children_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,17 +44,6 @@ def bwrap_children_of(pid: int) -> list[int]:
             continue
         if fields.get("Name", "").strip() == "bwrap" and fields.get("PPid", "").strip() == str(pid):
             found.append(int(status.parent.name))
-    return found
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue
     return found
 
 
