@@ -17,7 +17,7 @@ from gpu_jobs.config import GRPOJobConfig
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 MODEL_STORE = Path(os.environ.get("ANNEAL_TEST_MODEL_STORE", "/tmp/anneal-test-models"))
-WARMUP = {"warmup_sft_steps": 200, "warmup_sft_learning_rate": 2e-3, "warmup_sft_batch_size": 4}
+WARMUP = {"warmup_sft_steps": 400, "warmup_sft_learning_rate": 1e-3, "warmup_sft_batch_size": 4}
 JOB_TASKS = 4  # the job trains on the first 4 pack tasks and is judged on the next 2; the warm-up on the rest
 EVAL_TASKS = 2
 
