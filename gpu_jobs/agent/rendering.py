@@ -17,9 +17,15 @@ class PlainRenderer:
     in <observation> tags. Prefix-stable: rendering more messages only appends text."""
 
     chat = False
+    instructions = True  # the system message carries the plain-text tool instructions (format_instructions)
+    tag = "tool"  # the model writes its call in <tool>...</tool>
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
+
+    @property
+    def format_name(self) -> str:
+        return "plain"
 
     def text(self, messages: list[dict]) -> str:
         out = []
@@ -49,9 +55,23 @@ class PlainRenderer:
 
 
 class ChatRenderer(PlainRenderer):
-    """The model's chat template, with the tools passed to it (its own tool-call format)."""
+    """The model's chat template, with the tools passed to it (its own tool-call format, ``<tool_call>``).
+
+    A template that renders the conversation but not the tools (SmolLM2's drops ``tools``) would leave the model
+    without a word about them: with ``tools_in_template`` False the system message carries the plain-text
+    instructions and the model writes ``<tool>`` as they say, inside its own chat turns.
+    """
 
     chat = True
+
+    def __init__(self, tokenizer: Any, *, tools_in_template: bool = True) -> None:
+        super().__init__(tokenizer)
+        self.instructions = not tools_in_template
+        self.tag = "tool" if self.instructions else "tool_call"
+
+    @property
+    def format_name(self) -> str:
+        return "chat_template+instructions" if self.instructions else "chat_template"
 
     def text(self, messages: list[dict]) -> str:
         return self._render(messages, generation_prompt=messages[-1]["role"] != "assistant")
@@ -75,7 +95,9 @@ class ChatRenderer(PlainRenderer):
 
 
 def make_renderer(tokenizer: Any, spec: EnvironmentSpec) -> PlainRenderer:
-    """The chat template when the tokenizer has one that renders tool messages (or when asked), else plain."""
+    """The chat template when the tokenizer has one that renders tool messages (or when asked), else plain.
+    When the template renders tool messages but not the tools themselves, the instructions go in the system
+    message (ChatRenderer's ``tools_in_template``)."""
     if spec.tool_format == "plain" or not getattr(tokenizer, "chat_template", None):
         if spec.tool_format == "chat_template":
             raise ValueError("environment.tool_format: the model's tokenizer has no chat template")
@@ -95,6 +117,9 @@ def make_renderer(tokenizer: Any, spec: EnvironmentSpec) -> PlainRenderer:
                 f"environment.tool_format: the chat template cannot render tools ({exc})"
             ) from None
         return PlainRenderer(tokenizer)
+    shown = renderer.text(probe[:2])
+    if not all(schema["function"]["name"] in shown for schema in tool_schemas()):
+        return ChatRenderer(tokenizer, tools_in_template=False)
     return renderer
 
 

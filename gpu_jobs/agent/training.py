@@ -282,7 +282,7 @@ class AgentRollouts:
             row,
             self.spec,
             measure=lambda messages: len(renderer.ids(messages)),
-            plain_format=not renderer.chat,
+            plain_format=renderer.instructions,
             system_prompt=self.spec.system_prompt,
             pool=self.sessions,
         )

@@ -10,8 +10,9 @@ in the job's environment, the job first trains the model, supervised, on scripte
 - Traces: each task's scripted turns (run the tests, read the module, apply the fix, run the tests, finish),
   played in a real sandbox session through ``Episode``, so the observations, limits and running summary are
   what a rollout has. A turn longer than the turn budget is left out (a model writing it would be cut off).
-- Tokens: rendered by the job's renderer (gpu_jobs.agent.training.make_renderer: plain ``<tool>`` tags, or the
-  chat template's tool format with ``<tool_call>`` tags), segment by segment as ``rollout_func`` builds them;
+- Tokens: rendered by the job's renderer (gpu_jobs.agent.rendering.make_renderer: plain ``<tool>`` tags, the
+  chat template's tool format with ``<tool_call>`` tags, or chat turns with ``<tool>`` tags where the template
+  drops the tools), segment by segment as ``rollout_func`` builds them;
   the loss is on the model's own turns only (the prompt and observations are labelled -100).
 - Training: a small AdamW loop on the job's device (full weights; a LoRA job then adds its adapters on top),
   saved as ``output_dir/warmup-model``, which GRPO starts from (and TRL takes as the reference model). A
@@ -68,10 +69,10 @@ def scripted_turns(row: dict) -> list[tuple[str, ToolCall]]:
     ]
 
 
-def turn_text(plan: str, call: ToolCall, *, chat: bool) -> str:
-    """A turn as the model should write it: its plan, then the call in the job's tag."""
+def turn_text(plan: str, call: ToolCall, *, tag: str) -> str:
+    """A turn as the model should write it: its plan, then the call in the job's tag (the renderer's)."""
     text = f"{plan}\n{call.plain_text()}"
-    return text.replace("<tool>", "<tool_call>").replace("</tool>", "</tool_call>") if chat else text
+    return text.replace("<tool>", f"<{tag}>").replace("</tool>", f"</{tag}>")
 
 
 def trace_examples(row: dict, spec: EnvironmentSpec, renderer: Any) -> tuple[list[Example], dict]:
@@ -83,7 +84,7 @@ def trace_examples(row: dict, spec: EnvironmentSpec, renderer: Any) -> tuple[lis
         row,
         spec,
         measure=lambda messages: len(renderer.ids(messages)),
-        plain_format=not renderer.chat,
+        plain_format=renderer.instructions,
         system_prompt=spec.system_prompt,
     )
     turns = scripted_turns(row)
@@ -110,10 +111,10 @@ def trace_examples(row: dict, spec: EnvironmentSpec, renderer: Any) -> tuple[lis
                 summaries = episode.summaries
             budget = episode.turn_tokens()
             # The last turn left is finish; when a turn does not fit, the next one is tried.
-            while len(turns) > 1 and len(renderer.encode(turn_text(*turns[0], chat=renderer.chat))) > budget:
+            while len(turns) > 1 and len(renderer.encode(turn_text(*turns[0], tag=renderer.tag))) > budget:
                 turns.pop(0)
                 skipped += 1
-            text = turn_text(*(turns.pop(0) if turns else FINISH), chat=renderer.chat)
+            text = turn_text(*(turns.pop(0) if turns else FINISH), tag=renderer.tag)
             ids = renderer.encode(text)
             if len(ids) > budget:
                 break
@@ -135,7 +136,7 @@ class _LockedRenderer:
 
     def __init__(self, renderer: Any) -> None:
         self.renderer = renderer
-        self.chat = renderer.chat
+        self.chat, self.instructions, self.tag = renderer.chat, renderer.instructions, renderer.tag
         self.lock = threading.Lock()
 
     def ids(self, messages: list[dict]) -> list[int]:
@@ -286,7 +287,7 @@ def warm_up_model(
         steps=spec.warmup_sft_steps,
         trace_seconds=round(traced - started, 2),
         seconds=round(time.perf_counter() - started, 2),
-        tool_format="chat_template" if renderer.chat else "plain",
+        tool_format=renderer.format_name,
     )
     if not all(math.isfinite(record[key]) for key in ("loss_first", "loss_last")):
         raise ValueError("environment.warmup_sft_learning_rate: the warm-up's loss diverged; lower it")

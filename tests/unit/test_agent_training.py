@@ -178,6 +178,44 @@ def test_a_tokenizer_with_a_chat_template_gets_its_own_tool_format(tmp_path):
         episode.finish()
 
 
+# SmolLM2-Instruct's template, in essence: chat turns, and no word of the tools it is passed.
+TEMPLATE_WITHOUT_TOOLS = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_a_chat_template_that_drops_the_tools_gets_the_instructions_in_the_system_message():
+    from transformers import AutoTokenizer
+
+    from gpu_jobs.agent.episode import Episode
+    from gpu_jobs.agent.rendering import ChatRenderer, make_renderer
+    from gpu_jobs.agent.spec import validate_environment
+    from gpu_jobs.agent.tools import TOOL_NAMES, ToolCall, parse_turn
+    from gpu_jobs.agent.warmup import turn_text
+    from gpu_jobs.tiny_model import ensure_tiny_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model(MODEL_STORE))
+    tokenizer.chat_template = TEMPLATE_WITHOUT_TOOLS
+    renderer = make_renderer(tokenizer, validate_environment({}))
+    assert isinstance(renderer, ChatRenderer) and renderer.instructions and renderer.tag == "tool"
+    assert renderer.format_name == "chat_template+instructions"
+    episode = Episode(pack_rows(limit=1)[0], validate_environment({}), plain_format=renderer.instructions)
+    try:
+        prompt = renderer.text(episode.context())
+        assert prompt.startswith("<|im_start|>system\n") and prompt.endswith("<|im_start|>assistant\n")
+        assert all(f"- {name}(" in prompt for name in TOOL_NAMES)  # every tool, named in the system message
+        turn = turn_text("Check.", ToolCall("run_tests"), tag=renderer.tag)
+        assert turn.startswith("Check.\n<tool>{") and parse_turn(turn).call == ToolCall("run_tests")
+    finally:
+        episode.finish()
+    tokenizer.chat_template = CHAT_TEMPLATE  # one that renders the tools: no instructions, its own tag
+    renderer = make_renderer(tokenizer, validate_environment({}))
+    assert (
+        not renderer.instructions and renderer.tag == "tool_call" and renderer.format_name == "chat_template"
+    )
+
+
 def test_held_out_evaluation_samples_eval_episodes_per_task_seeded_alike_at_every_evaluation(tmp_path):
     """eval_episodes > 1: that many sampled episodes per held-out task, counted in the figures; the same noise
     at every evaluation (the same model gives the same figures); training's random stream is left as it was."""
