@@ -17,11 +17,18 @@ the mean turns, before and after.
 
 The reward is the environment's (tests + 0.1 * format) unless --habit gives the 'tested' part a weight
 (environment formula "tests + 0.1 * format + H * tested").
+
+--model smollm2 runs the same with SmolLM2-135M-Instruct (imported into $ANNEAL_MODEL_STORE or var/models on
+first use): LoRA (--lora-rank, default 16) after a full-weight warm-up at --warmup-lr (default 5e-5), in its
+own chat turns with the tool instructions in the system message, the environment's default limits (6 turns
+of 96 tokens, 1024 tokens of context). Meant for a GPU host: on 2 CPU cores its warm-up alone takes tens of
+minutes.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -32,6 +39,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
 from bench.learning_smollm import run_job  # noqa: E402
 from gpu_jobs.agent.spec import TINY_MODEL_ENVIRONMENT  # noqa: E402
+from gpu_jobs.smollm import SMOLLM2_NAME, ensure_smollm2  # noqa: E402
 from tests.stack import Stack  # noqa: E402
 
 HABITS = {
@@ -55,6 +63,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--warmup-steps", type=int, default=200)
+    parser.add_argument("--model", choices=("tiny", "smollm2"), default="tiny")
+    parser.add_argument("--lora-rank", type=int, default=None, help="default: 16 for smollm2, 0 for tiny")
+    parser.add_argument("--warmup-lr", type=float, default=None, help="default: 2e-3 tiny, 5e-5 smollm2")
     parser.add_argument("--habit", type=float, default=0.0, help="reward weight of the 'tested' part")
     parser.add_argument("--beta", type=float, default=0.0, help="KL penalty against the warmed-up model")
     parser.add_argument("--seeds", default="0,1")
@@ -66,18 +77,20 @@ def parser() -> argparse.ArgumentParser:
 
 
 def job_params(args: argparse.Namespace, seed: int) -> dict:
+    smollm2 = args.model == "smollm2"
     environment = {
-        **TINY_MODEL_ENVIRONMENT,
+        **({"format_weight": 0.1} if smollm2 else TINY_MODEL_ENVIRONMENT),
         "warmup_sft_steps": args.warmup_steps,
-        "warmup_sft_learning_rate": 2e-3,
+        "warmup_sft_learning_rate": args.warmup_lr or (5e-5 if smollm2 else 2e-3),
         "warmup_sft_batch_size": 4,
         "eval_episodes": args.eval_episodes,
     }
     if args.habit:
-        environment["formula"] = (
-            f"tests + {TINY_MODEL_ENVIRONMENT['format_weight']} * format + {args.habit} * tested"
-        )
+        environment["formula"] = f"tests + 0.1 * format + {args.habit} * tested"
+    lora_rank = args.lora_rank if args.lora_rank is not None else (16 if smollm2 else 0)
+    model = {"model": SMOLLM2_NAME, "lora_rank": lora_rank, "lora_alpha": 2 * lora_rank} if smollm2 else {}
     return {
+        **model,
         "max_steps": args.steps,
         "prompts_per_step": args.prompts,
         "num_generations": args.generations,
@@ -136,6 +149,8 @@ def spread(values: list[float], share: bool) -> str:
 def main() -> None:
     args = parser().parse_args()
     seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
+    if args.model == "smollm2":
+        ensure_smollm2(Path(os.environ.setdefault("ANNEAL_MODEL_STORE", str(ROOT / "var" / "models"))))
     stack = Stack(Path(tempfile.mkdtemp(prefix="anneal-agent-learning-")))
     stack.start()
     try:
