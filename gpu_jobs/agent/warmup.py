@@ -47,6 +47,11 @@ FINISH = ("Done.", ToolCall("finish"))
 SHORT_SHARE = 0.3  # of the steps, on short windows of the segments first (see train_examples)
 SHORT_CONTEXT = 48
 SHORT_BATCH = 4
+# A step's rows go through the model in micro-batches of at most this many padded tokens x hidden size x
+# layers (their gradients summed, weighted to the batch's mean loss): the tiny model's whole batches fit in
+# one; SmolLM2-135M takes its 1024-token segments one at a time (a batch of 4 at once held 22 GB and was
+# killed on a 24 GB machine).
+MICRO_BATCH_ACTIVATIONS = 1 << 24
 
 
 @dataclass
@@ -215,10 +220,37 @@ def train_examples(
         for example in batch:
             start = max(0, example.mask.index(1) - SHORT_CONTEXT) if short else 0
             rows.append((example.ids[start:][:positions], example.mask[start:][:positions]))
-        width = max(len(ids) for ids, _ in rows)
+        losses.append(_backward(model, rows, pad_id=pad_id, device=device))
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+    model.eval()
+    tail = losses[-max(1, steps // 10) :]
+    return {"loss_first": losses[0], "loss_last": sum(tail) / len(tail), "short_steps": short_steps}
+
+
+def _backward(model: Any, rows: list[tuple[list[int], list[int]]], *, pad_id: int, device: Any) -> float:
+    """Gradients of the mean loss over `rows`' trained tokens, summed over micro-batches
+    (MICRO_BATCH_ACTIVATIONS); returns that loss."""
+    import torch
+
+    config = model.config
+    per_token = (getattr(config, "hidden_size", 0) or 1) * (getattr(config, "num_hidden_layers", 0) or 1)
+    width = max(len(ids) for ids, _ in rows)
+    size = max(1, MICRO_BATCH_ACTIVATIONS // (width * per_token))
+    # The model's loss is the mean over labelled tokens after the shift (the first token is never predicted).
+    total = max(1, sum(sum(mask[1:]) for _, mask in rows))
+    loss_sum = 0.0
+    for start in range(0, len(rows), size):
+        part = rows[start : start + size]
+        counted = sum(sum(mask[1:]) for _, mask in part)
+        if not counted:
+            continue
+        part_width = max(len(ids) for ids, _ in part)
         input_ids, labels, attention = [], [], []
-        for ids, mask in rows:
-            pad = width - len(ids)
+        for ids, mask in part:
+            pad = part_width - len(ids)
             input_ids.append(ids + [pad_id] * pad)
             labels.append([t if m else -100 for t, m in zip(ids, mask, strict=True)] + [-100] * pad)
             attention.append([1] * len(ids) + [0] * pad)
@@ -227,15 +259,9 @@ def train_examples(
             attention_mask=torch.tensor(attention, device=device),
             labels=torch.tensor(labels, device=device),
         ).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(float(loss.detach()))
-    model.eval()
-    tail = losses[-max(1, steps // 10) :]
-    return {"loss_first": losses[0], "loss_last": sum(tail) / len(tail), "short_steps": short_steps}
+        (loss * (counted / total)).backward()
+        loss_sum += float(loss.detach()) * counted
+    return loss_sum / total
 
 
 def warm_up_model(

@@ -3,6 +3,7 @@ the loss on the model's own turns only, and a short agent job on the tiny model 
 calls and gets a reward that differs within a group (GRPO's signal; without the warm-up it is flat)."""
 
 import os
+import random
 import shutil
 from pathlib import Path
 
@@ -80,6 +81,33 @@ def test_a_scripted_trace_is_the_conversation_a_rollout_sees_with_only_the_model
     examples, info = trace_examples(row, tight, make_renderer(tokenizer, tight))
     assert info["skipped"] == 2 and info["turns"] == 3  # run_tests, run_tests, finish
     assert len(examples) >= 2 and all(len(e.ids) <= tight.context_tokens for e in examples)
+
+
+def test_micro_batches_give_the_whole_batchs_loss_and_gradients(monkeypatch):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from gpu_jobs.agent import warmup
+    from gpu_jobs.tiny_model import ensure_tiny_model
+
+    model = AutoModelForCausalLM.from_pretrained(ensure_tiny_model(MODEL_STORE), dtype=torch.float32)
+    generator = random.Random(0)
+    rows = []
+    for length in (40, 17, 33, 25):  # differing lengths and trained shares: the weighting must hold
+        ids = [generator.randrange(3, 120) for _ in range(length)]
+        mask = [int(i > length // 3 and generator.random() < 0.7) for i in range(length)]
+        rows.append((ids, mask))
+
+    def gradients() -> tuple[float, list]:
+        model.zero_grad(set_to_none=True)
+        loss = warmup._backward(model, rows, pad_id=0, device=torch.device("cpu"))
+        return loss, [p.grad.clone() for p in model.parameters()]
+
+    whole_loss, whole = gradients()
+    monkeypatch.setattr(warmup, "MICRO_BATCH_ACTIVATIONS", 1)  # one row a micro-batch
+    micro_loss, micro = gradients()
+    assert micro_loss == pytest.approx(whole_loss, rel=1e-5)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(whole, micro, strict=True))
 
 
 @pytest.fixture(scope="module")
