@@ -16,12 +16,15 @@ class PlainRenderer:
     """The plain-text conversation: the system and user messages, then the turns as written, observations
     in <observation> tags. Prefix-stable: rendering more messages only appends text."""
 
-    chat = False
     instructions = True  # the system message carries the plain-text tool instructions (format_instructions)
-    tag = "tool"  # the model writes its call in <tool>...</tool>
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
+
+    @property
+    def tag(self) -> str:
+        """The tag the model writes its call in: ``<tool>`` as the instructions say, else the template's."""
+        return "tool" if self.instructions else "tool_call"
 
     @property
     def format_name(self) -> str:
@@ -62,12 +65,9 @@ class ChatRenderer(PlainRenderer):
     instructions and the model writes ``<tool>`` as they say, inside its own chat turns.
     """
 
-    chat = True
-
     def __init__(self, tokenizer: Any, *, tools_in_template: bool = True) -> None:
         super().__init__(tokenizer)
         self.instructions = not tools_in_template
-        self.tag = "tool" if self.instructions else "tool_call"
 
     @property
     def format_name(self) -> str:

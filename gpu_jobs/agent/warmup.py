@@ -141,7 +141,7 @@ class _LockedRenderer:
 
     def __init__(self, renderer: Any) -> None:
         self.renderer = renderer
-        self.chat, self.instructions, self.tag = renderer.chat, renderer.instructions, renderer.tag
+        self.instructions, self.tag = renderer.instructions, renderer.tag
         self.lock = threading.Lock()
 
     def ids(self, messages: list[dict]) -> list[int]:
