@@ -8,6 +8,7 @@ How an attempt ends (anneal.training.state):
 - exit 0: succeeded, or paused / stopped when the child checkpointed and stopped early because it was asked;
 - killed by a signal the worker did not send (SIGKILL, the OOM killer): requeued, and the next attempt resumes
   from the latest trainer checkpoint in the job's workdir; after settings.JOB_MAX_RESTARTS restarts it fails;
+  the reason says memory, with the process's peak, where the kernel's OOM killer ran (workers.oom);
 - any other exit: failed, with the child's error;
 - the database unreachable (a restart, a failover): this process keeps watching and the child waits for it
   (workers.db_outage), up to settings.DB_OUTAGE_S;
@@ -35,6 +36,7 @@ from anneal.training.services import job_claim
 from anneal.training.state import attempt_end, job_child_started, job_heartbeat, job_limits_enforce
 from gpu_jobs.control import latest_checkpoint
 from workers.db_outage import through_outage
+from workers.oom import killed_reason, oom_kill_count, peak_rss
 
 logger = logging.getLogger(__name__)
 POLL_S = 1.0
@@ -96,6 +98,7 @@ def _run_attempt(*, job_id: int) -> str:
         "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
         "ANNEAL_JOB_ATTEMPT": str(attempt),
     }
+    oom_kills_before = oom_kill_count()
     with log_path.open("ab") as log:
         log.write(f"--- attempt {attempt} on {worker}\n".encode())
         log.flush()
@@ -112,12 +115,13 @@ def _run_attempt(*, job_id: int) -> str:
     last_beat = time.monotonic()
     asked_at: float | None = None  # when the job was asked to pause or stop
     killed_after_grace = False
+    peak: int | None = None  # the child's peak resident memory, read while it runs (gone once it died)
     while True:
         try:
             returncode = child.wait(timeout=POLL_S)
             break
         except subprocess.TimeoutExpired:
-            pass
+            peak = peak_rss(child.pid) or peak
         try:
             close_old_connections()
             row = Job.objects.filter(pk=job_id).values_list("state", "attempt").first()
@@ -158,15 +162,30 @@ def _run_attempt(*, job_id: int) -> str:
             )
             connections.close_all()
     _kill_group_leftovers(child.pid)
+    killed = ""
+    if returncode < 0:
+        killed = killed_reason(signal.Signals(-returncode).name, oom_kills_before=oom_kills_before, peak=peak)
     return through_outage(
         lambda: _end(
-            job_id=job_id, attempt=attempt, returncode=returncode, killed_after_grace=killed_after_grace
+            job_id=job_id,
+            attempt=attempt,
+            returncode=returncode,
+            killed_after_grace=killed_after_grace,
+            killed=killed,
         ),
         what="ending the attempt",
     )
 
 
-def _end(*, job_id: int, attempt: int, returncode: int, killed_after_grace: bool) -> str:
+def _end(
+    *,
+    job_id: int,
+    attempt: int,
+    returncode: int,
+    killed_after_grace: bool,
+    killed: str,
+) -> str:
+    """``killed``: why the process died of a signal, where it did (workers.oom: memory when the OOM killer ran)."""
     close_old_connections()
     workdir = job_workdir(job_id)
     job = Job.objects.filter(pk=job_id).only("state", "attempt", "reason").first()
@@ -193,12 +212,11 @@ def _end(*, job_id: int, attempt: int, returncode: int, killed_after_grace: bool
     if returncode < 0:
         if wanted:  # killed while asked to pause or stop: it ends so, from the latest checkpoint
             return attempt_end(job_id=job_id, attempt=attempt, state=wanted, reason=job.reason)
-        name = signal.Signals(-returncode).name
         return attempt_end(
             job_id=job_id,
             attempt=attempt,
             state=JobState.QUEUED,
-            reason=f"the training process was killed by {name}; restarting from the latest checkpoint",
+            reason=f"{killed}; restarting from the latest checkpoint",
         )
     return attempt_end(
         job_id=job_id,

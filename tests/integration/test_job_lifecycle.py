@@ -145,7 +145,7 @@ def test_sigkill_mid_job_resumes_from_checkpoint_then_pause_and_resume(stack, ow
     assert_reported_once(events, job)
     states = [e["payload"] for e in events if e["kind"] == "state"]
     requeued = next(s for s in states if s.get("requeued"))
-    assert "SIGKILL" in requeued["reason"]
+    assert "SIGKILL" in requeued["reason"] and "memory" not in requeued["reason"]
     resumed = [s for s in states if s.get("resumed_from_step")]
     assert len(resumed) == 1 and resumed[0]["resumed_from_step"] >= 2 and resumed[0]["attempt"] == 2
     assert job["spend"]["total"] > 0 and job["spend"]["run_seconds"] > 0
@@ -175,6 +175,61 @@ def test_sigkill_mid_job_resumes_from_checkpoint_then_pause_and_resume(stack, ow
     assert job["state"] == "succeeded", f"{job['error']}\n{stack.log_tail('gpu')}"
     assert job["restarts"] == 0 and job["attempt"] == 2
     assert_reported_once(all_events(owner, paused["id"]), job)
+
+
+def memory_cgroup(pid: int) -> Path | None:
+    """Move ``pid`` into a new memory cgroup (v1 or v2) that lets it allocate 1 MiB more (its charges stay where
+    they were); None where this host does not let the tests make one."""
+    groups = dict(line.split(":", 2)[1:] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines())
+    memory_v1 = next(
+        (path for controllers, path in groups.items() if "memory" in controllers.split(",")), None
+    )
+    if memory_v1 is not None:
+        parent, limit = Path("/sys/fs/cgroup/memory") / memory_v1.lstrip("/"), "memory.limit_in_bytes"
+    else:
+        parent, limit = Path("/sys/fs/cgroup") / groups.get("", "/").lstrip("/"), "memory.max"
+    group = parent / f"anneal-oom-test-{pid}"
+    try:
+        group.mkdir()
+        (group / limit).write_text(str(1 << 20))
+        (group / "cgroup.procs").write_text(str(pid))
+    except OSError:
+        return None
+    return group
+
+
+def remove_cgroup(group: Path) -> None:
+    for _ in range(300):  # it empties once the killed process is reaped
+        try:
+            group.rmdir()
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+def test_a_training_process_out_of_memory_is_requeued_with_a_reason_that_says_so(stack, owner, setup):
+    job = launch(owner, setup, "out of memory", max_steps=60)
+    wait_step(stack, job["id"], 3)
+    pid = child_pid(stack, job["id"])
+    assert pid, stack.log_tail("gpu")
+    group = memory_cgroup(pid)  # the kernel's OOM killer then ends it at its next allocations
+    if group is None:
+        owner.post(f"/jobs/{job['id']}/cancel")
+        pytest.skip("this host does not let the tests make a memory cgroup")
+    try:
+        job = wait_for(
+            lambda: owner.get(f"/jobs/{job['id']}").json(),
+            lambda j: j["state"] in FINISHED,
+            timeout_s=240,
+            what="the job out of memory to finish",
+        )
+    finally:
+        remove_cgroup(group)
+    assert job["state"] == "succeeded" and job["restarts"] == 1, f"{job['error']}\n{stack.log_tail('gpu')}"
+    states = [e["payload"] for e in all_events(owner, job["id"]) if e["kind"] == "state"]
+    reason = next(s for s in states if s.get("requeued"))["reason"]
+    assert "ran out of memory" in reason and "SIGKILL" in reason, reason
+    assert "used up to" in reason and "lora_rank" in reason, reason
 
 
 def test_budget_cap_pauses_and_time_limit_stops(stack, owner, setup):
