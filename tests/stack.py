@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -79,6 +80,10 @@ def claim_redis_db() -> str:
     raise RuntimeError("Redis databases 10-15 are all claimed by running test stacks")
 
 
+def exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 class Stack:
     """``pg_admin_url`` and ``redis_url``: servers of the caller's own (the chaos drills restart theirs); by
     default the machine's, with a database of the stack's own on each. ``sandbox_hosts``: sandbox workers,
@@ -143,6 +148,14 @@ class Stack:
         self._spawn(name, self.commands[name])
 
     def start(self) -> None:
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
+            signal.SIG_DFL,
+            None,
+        ):
+            # The services run in sessions of their own, out of reach of a SIGTERM to this process: exit through
+            # the caller's `finally: stack.stop()` instead of dying with them left running (a bench stopped by
+            # `kill`, a CI timeout).
+            signal.signal(signal.SIGTERM, exit_on_sigterm)
         with psycopg.connect(self.pg_admin_url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{self.db_name}"')
         client = redis.Redis.from_url(self.redis_url)
