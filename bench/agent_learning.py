@@ -21,7 +21,8 @@ The reward is the environment's (tests + 0.1 * format) unless --habit gives the 
 --model smollm2 runs the same with SmolLM2-135M-Instruct (imported into $ANNEAL_MODEL_STORE or var/models on
 first use): LoRA (--lora-rank, default 16) after a full-weight warm-up at --warmup-lr (default 5e-5), in its
 own chat turns with the tool instructions in the system message, the environment's default limits (6 turns
-of 96 tokens, 1024 tokens of context). Meant for a GPU host: on 2 CPU cores its warm-up alone takes tens of
+of 96 tokens, 1024 tokens of context) but 30 minutes of wall time per episode (its batched turns are slow on
+a CPU). Meant for a GPU host: on 2 CPU cores its warm-up alone takes tens of
 minutes.
 """
 
@@ -42,6 +43,7 @@ from gpu_jobs.agent.spec import TINY_MODEL_ENVIRONMENT  # noqa: E402
 from gpu_jobs.smollm import SMOLLM2_NAME, ensure_smollm2  # noqa: E402
 from tests.stack import Stack  # noqa: E402
 
+SMOLLM2_EPISODE_S = 1800.0
 HABITS = {
     "solved": "held-out tasks solved",
     "tested_before_finish": "ran the tests before finishing",
@@ -79,7 +81,13 @@ def parser() -> argparse.ArgumentParser:
 def job_params(args: argparse.Namespace, seed: int) -> dict:
     smollm2 = args.model == "smollm2"
     environment = {
-        **({"format_weight": 0.1} if smollm2 else TINY_MODEL_ENVIRONMENT),
+        # SmolLM2 on CPU: a batched turn of 8 episodes takes ~20-60 s, so the default 120 s of wall time per
+        # episode would end most of them by timeout after two or three turns; the limits that matter stay.
+        **(
+            {"format_weight": 0.1, "episode_timeout_s": SMOLLM2_EPISODE_S}
+            if smollm2
+            else TINY_MODEL_ENVIRONMENT
+        ),
         "warmup_sft_steps": args.warmup_steps,
         "warmup_sft_learning_rate": args.warmup_lr or (5e-5 if smollm2 else 2e-3),
         "warmup_sft_batch_size": 4,

@@ -13,7 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Every alarm a job may raise; the job setting pause_on_alarms names some of them (or "all").
-ALARM_NAMES = ("no_signal", "length_drift", "part_dominates", "forgetting", "reward_tampering")
+ALARM_NAMES = (
+    "no_signal",
+    "length_drift",
+    "part_dominates",
+    "forgetting",
+    "reward_tampering",
+    "episodes_cut_short",
+)
+# Agent episodes: the limits that cut an episode short (its end reason, from the step metric
+# "episode/end/<reason>"), each with the environment setting that sets it.
+CUT_SHORT = {
+    "timeout": "episode_timeout_s (wall time of a whole episode)",
+    "token_budget": "token_budget (model tokens of a whole episode)",
+    "context_limit": "context_tokens (the prompt the model sees at a turn)",
+}
 # Step metrics of code verifiers (only for steps a verifier that runs code scored): the share and the
 # number of the step's rollouts scored as tampering with the grader (gpu_jobs.rewards.base.TAMPERING_PART).
 TAMPERING_SHARE = "tampering"
@@ -42,6 +56,9 @@ class AlarmWatch:
     - ``reward_tampering``: at least one rollout of the step was scored as tampering with the verifier (the
       ``tampering_count`` metric); ``tampering`` (a TamperingLog the reward functions record into) tells the
       message what they tried.
+    - ``episodes_cut_short`` (agent jobs): for ``cut_short_steps`` steps in a row, at least ``cut_short_share``
+      of the episodes ended on one of the limits in CUT_SHORT rather than by finishing or running out of turns:
+      the reward then rates what the model did before the cut, and the message names the setting to raise.
     """
 
     def __init__(
@@ -53,6 +70,8 @@ class AlarmWatch:
         length_ratio: float = 2.0,
         dominance: float = 0.9,
         tampering: TamperingLog | None = None,
+        cut_short_share: float = 0.5,
+        cut_short_steps: int = 3,
     ) -> None:
         self.weights = {name: weight for name, weight in weights.items() if weight > 0}
         self.window = window
@@ -65,6 +84,9 @@ class AlarmWatch:
         self.dominant_run: dict[str, int] = {}
         self.active: set[str] = set()
         self.tampering = tampering
+        self.cut_short_share = cut_short_share
+        self.cut_short_steps = cut_short_steps
+        self.cut_short_run = 0
 
     def observe(self, metrics: dict) -> list[Alarm]:
         step = int(metrics.get("step", 0))
@@ -73,6 +95,7 @@ class AlarmWatch:
             "length_drift": self._length_drift(metrics),
             "part_dominates": self._part_dominates(metrics),
             "reward_tampering": self._reward_tampering(step, metrics),
+            "episodes_cut_short": self._episodes_cut_short(metrics),
         }
         raised = []
         for name, message in conditions.items():
@@ -130,6 +153,22 @@ class AlarmWatch:
         return (
             f"for {self.dominant_run[leader]} steps, the verifier '{leader}' gave more than "
             f"{self.dominance:.0%} of the reward: the others barely shape what the model learns"
+        )
+
+    def _episodes_cut_short(self, metrics: dict) -> str | None:
+        shares = {reason: metrics.get(f"episode/end/{reason}") for reason in CUT_SHORT}
+        shares = {reason: share for reason, share in shares.items() if isinstance(share, int | float)}
+        if not any("episode/end/" in key for key in metrics):
+            return None  # not an agent step
+        total = sum(shares.values())
+        self.cut_short_run = self.cut_short_run + 1 if total >= self.cut_short_share else 0
+        if self.cut_short_run < self.cut_short_steps:
+            return None
+        reason = max(shares, key=lambda r: shares[r])
+        return (
+            f"for {self.cut_short_run} steps, {total:.0%} of the episodes were cut short before they finished "
+            f"(most by {reason}: {shares[reason]:.0%}), so their reward rates what the model did before the cut: "
+            f"raise the environment's {CUT_SHORT[reason]}, or give the model fewer or shorter turns"
         )
 
     def _reward_tampering(self, step: int, metrics: dict) -> str | None:

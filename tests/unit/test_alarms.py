@@ -53,3 +53,21 @@ def test_a_healthy_run_raises_nothing():
         for i in range(20)
     ]
     assert feed(watch, rows) == []
+
+
+def test_agent_episodes_cut_short_by_a_limit_name_the_setting_to_raise():
+    watch = AlarmWatch(weights={"environment": 1.0})
+    cut = {"episode/end/timeout": 0.75, "episode/end/finished": 0.25}
+    raised = feed(watch, [cut, cut, {"episode/end/finished": 1.0}, cut, cut, cut, cut])
+    assert [(a.name, a.step) for a in raised] == [("episodes_cut_short", 6)]
+    assert "75% of the episodes" in raised[0].message and "episode_timeout_s" in raised[0].message
+    several = {
+        "episode/end/context_limit": 0.375,
+        "episode/end/token_budget": 0.25,
+        "episode/end/turn_limit": 0.375,
+    }
+    raised = feed(AlarmWatch(weights={"environment": 1.0}), [several] * 3)
+    assert [a.name for a in raised] == ["episodes_cut_short"] and "context_tokens" in raised[0].message
+    # Running out of turns, or finishing, is how an episode is meant to end; steps of other jobs have no episodes.
+    ended = {"episode/end/turn_limit": 0.6, "episode/end/finished": 0.4}
+    assert feed(AlarmWatch(weights={"environment": 1.0}), [ended] * 6 + [{"reward": 1.0}] * 6) == []
