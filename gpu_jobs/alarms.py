@@ -156,15 +156,18 @@ class AlarmWatch:
         )
 
     def _episodes_cut_short(self, metrics: dict) -> str | None:
-        shares = {reason: metrics.get(f"episode/end/{reason}") for reason in CUT_SHORT}
-        shares = {reason: share for reason, share in shares.items() if isinstance(share, int | float)}
+        shares: dict[str, float] = {
+            reason: float(metrics[f"episode/end/{reason}"])
+            for reason in CUT_SHORT
+            if isinstance(metrics.get(f"episode/end/{reason}"), int | float)
+        }
         if not any("episode/end/" in key for key in metrics):
             return None  # not an agent step
-        total = sum(shares.values())
+        total = sum(shares.values(), 0.0)
         self.cut_short_run = self.cut_short_run + 1 if total >= self.cut_short_share else 0
         if self.cut_short_run < self.cut_short_steps:
             return None
-        reason = max(shares, key=lambda r: shares[r])
+        reason = max(shares, key=shares.__getitem__)
         return (
             f"for {self.cut_short_run} steps, {total:.0%} of the episodes were cut short before they finished "
             f"(most by {reason}: {shares[reason]:.0%}), so their reward rates what the model did before the cut: "
