@@ -17,6 +17,7 @@ from importlib.util import find_spec
 from typing import Any
 
 DEVICES = ("auto", "cpu", "cuda")
+CHECKPOINTING = ("auto", "on", "off")  # activation (gradient) checkpointing; auto: on a GPU only
 # vLLM reserves this share of GPU memory for its KV cache in colocate mode; the rest stays for training.
 VLLM_GPU_MEMORY_UTILIZATION = 0.3
 # What long prompts need from the colocated vLLM engine: a group's completions share their prompt, so its KV
@@ -75,8 +76,12 @@ def _checkpointing_name() -> str:
     return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
 
 
-def device_args(*, device: str, use_vllm: bool, host: HostInfo) -> dict[str, Any]:
+def device_args(
+    *, device: str, use_vllm: bool, host: HostInfo, activation_checkpointing: str = "auto"
+) -> dict[str, Any]:
     """Keyword arguments for ``trl.GRPOConfig`` that depend on where the job runs.
+
+    ``activation_checkpointing`` (one of CHECKPOINTING): auto turns it on on a GPU and off on the CPU.
 
     ``use_vllm`` applies on CUDA only (vLLM has no CPU path here); asking for it on a CUDA host without
     vLLM installed raises DeviceError rather than silently generating ten times slower.
@@ -86,8 +91,9 @@ def device_args(*, device: str, use_vllm: bool, host: HostInfo) -> dict[str, Any
         return {
             "use_cpu": True,
             "bf16": False,
-            # TRL turns it on by default; on a small model on the CPU it only costs time.
-            checkpointing: False,
+            # TRL turns it on by default; on a small model on the CPU it only costs time. A real model's agent
+            # episodes (1,000-token sequences) need it: without it SmolLM2's step took 21 GB here.
+            checkpointing: activation_checkpointing == "on",
             "use_vllm": False,
         }
     args: dict[str, Any] = {
@@ -95,7 +101,7 @@ def device_args(*, device: str, use_vllm: bool, host: HostInfo) -> dict[str, Any
         "bf16": host.bf16,
         "fp16": not host.bf16,
         # Recomputes activations in the backward pass: less memory for longer completions and bigger groups.
-        checkpointing: True,
+        checkpointing: activation_checkpointing != "off",
         "use_vllm": False,
     }
     if use_vllm:

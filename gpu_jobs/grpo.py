@@ -116,7 +116,12 @@ def main(
         # A supervised warm-up on scripted traces first, when the environment asks for one.
         start_dir = agent.start_model(Path(model_dir), resume=resume)
     output_dir = Path(config.output_dir)
-    placement = device_args(device=config.device, use_vllm=config.use_vllm, host=HostInfo.detect())
+    placement = device_args(
+        device=config.device,
+        use_vllm=config.use_vllm,
+        host=HostInfo.detect(),
+        activation_checkpointing=config.activation_checkpointing,
+    )
     if placement["use_vllm"]:
         # Prefix caching and chunked prefill in the colocated engine, for long prompts (gpu_jobs.device).
         install_vllm_engine_options()

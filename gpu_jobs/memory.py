@@ -14,7 +14,8 @@ Memory of a training step (``training_memory``), in bytes, on one device, the fo
 - reference model: P x w when beta > 0 (the KL term keeps a frozen copy);
 - activations: B x S x L x hidden x a x w / 2, with B the completions of a step, S the prompt plus
   completion tokens, L the layers and a = 34 (Korthikanti et al. 2022, bytes per token per layer at 16 bits
-  with memory-efficient attention); with gradient checkpointing (on a GPU) only each layer's input is kept,
+  with memory-efficient attention); with gradient checkpointing (on a GPU, or activation_checkpointing on)
+  only each layer's input is kept,
   B x S x L x hidden x w, plus one layer's a-sized activations;
 - logits: B x C x V x 4, with C the completion tokens and V the vocabulary (float32 log-probabilities
   of the completion tokens: TRL keeps only those);
@@ -171,10 +172,12 @@ def training_memory(
     gpu: bool,
     lora_rank: int = 0,
     reference: bool = False,
+    checkpointing: bool | None = None,
 ) -> MemoryEstimate:
     """The memory of one training step of ``sequences`` completions, each ``prompt_tokens`` +
     ``completion_tokens`` long, as the module docstring's formula says. ``gpu``: bf16 weights and gradient
-    checkpointing (what gpu_jobs.device turns on for CUDA), else float32 without checkpointing."""
+    checkpointing (what gpu_jobs.device turns on for CUDA), else float32 without checkpointing; ``checkpointing``
+    (the job's activation_checkpointing when it is not auto) overrides the latter."""
     width = 2 if gpu else 4
     sequence = prompt_tokens + completion_tokens
     if lora_rank > 0:
@@ -183,7 +186,8 @@ def training_memory(
         trainable = shape.parameters
     tokens = sequences * sequence
     full_layer = tokens * shape.hidden * ACTIVATION_BYTES_PER_HIDDEN * width // 2
-    if gpu:
+    inputs_only = gpu if checkpointing is None else checkpointing  # activation checkpointing
+    if inputs_only:
         activations = tokens * shape.layers * shape.hidden * width + full_layer
     else:
         activations = full_layer * shape.layers

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from gpu_jobs.agent.spec import validate_environment
 from gpu_jobs.curriculum import Stage, parse_curriculum
-from gpu_jobs.device import DEVICES
+from gpu_jobs.device import CHECKPOINTING, DEVICES
 from gpu_jobs.prompt_length import OVERFLOW_POLICIES
 
 # The loss formulations TRL 1.16's GRPOTrainer accepts with its default token-level importance sampling;
@@ -206,6 +206,15 @@ class TrainingSettings:
             "choices": DEVICES,
         },
     )
+    activation_checkpointing: str = field(
+        default="auto",
+        metadata={
+            "help": "Recompute each layer's activations in the backward pass instead of keeping them: much "
+            "less memory for long sequences (agent episodes, long completions, big groups) for about a third "
+            "more compute. auto: on on a GPU, off on the CPU (where small models do not need it).",
+            "choices": CHECKPOINTING,
+        },
+    )
     use_vllm: bool = field(
         default=True,
         metadata={
@@ -283,6 +292,7 @@ class TrainingSettings:
         check(isinstance(self.adaptive_sampling, bool), "adaptive_sampling", "must be true or false")
         self._check_length()
         self._check_choice("device")
+        self._check_choice("activation_checkpointing")
         check(isinstance(self.use_vllm, bool), "use_vllm", f"must be true or false, got {self.use_vllm!r}")
         check(
             isinstance(self.generate_ahead, bool),

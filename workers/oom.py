@@ -13,8 +13,9 @@ from pathlib import Path
 
 VMSTAT = Path("/proc/vmstat")
 ADVICE = (
-    "if it happens again, give it less to hold at once: fewer prompts_per_step or num_generations, a shorter "
-    "max_completion_length, or LoRA (lora_rank) instead of full weights"
+    "if it happens again, give it less to hold at once: activation_checkpointing on, fewer prompts_per_step "
+    "or num_generations, a shorter max_completion_length (agent jobs: context_tokens), or LoRA (lora_rank) "
+    "instead of full weights"
 )
 
 

@@ -126,10 +126,22 @@ def test_the_same_seed_gives_the_same_run(job, tmp_path):
     ]
 
 
+def test_activation_checkpointing_on_the_cpu_trains_the_same_run(job, tmp_path):
+    # It only recomputes the activations in the backward pass: the same rollouts, rewards and losses.
+    _, first, _ = job
+    _, second = run(tmp_path, save_steps=2, max_steps=2, activation_checkpointing="on")
+    assert second.of_kind("rollout") == [r for r in first.of_kind("rollout") if r["step"] <= 2]
+    for key in ("reward", "loss"):
+        assert [m[key] for m in second.of_kind("metric")] == pytest.approx(
+            [m[key] for m in first.of_kind("metric")[:2]], rel=1e-5
+        )
+
+
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
         ({"num_generations": 1}, "num_generations"),
+        ({"activation_checkpointing": "yes"}, "activation_checkpointing"),
         ({"prompts_per_step": 65}, "rows"),
         ({"rows": []}, "rows"),
         ({"rows": [{"answer": "3"}] * 8}, "rows[0].prompt"),

@@ -22,6 +22,18 @@ def test_cpu_host_trains_in_float32_without_vllm_whatever_the_job_asks():
         assert args == {"use_cpu": True, "bf16": False, "activation_checkpointing": False, "use_vllm": False}
 
 
+def test_activation_checkpointing_on_or_off_overrides_the_hosts_default():
+    assert device_args(device="cpu", use_vllm=False, host=CPU_HOST, activation_checkpointing="on")[
+        "activation_checkpointing"
+    ]
+    assert not device_args(device="auto", use_vllm=False, host=GPU_HOST, activation_checkpointing="off")[
+        "activation_checkpointing"
+    ]
+    assert device_args(device="auto", use_vllm=False, host=GPU_HOST, activation_checkpointing="auto")[
+        "activation_checkpointing"
+    ]
+
+
 def test_gpu_host_uses_bf16_gradient_checkpointing_and_vllm_colocate():
     args = device_args(device="auto", use_vllm=True, host=GPU_HOST)
     assert args["use_cpu"] is False and args["bf16"] is True and args["fp16"] is False

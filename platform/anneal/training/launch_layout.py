@@ -41,7 +41,16 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "Hardware, time and queue",
-        ("device", "use_vllm", "generate_ahead", "devices", "device_type", "time_limit_minutes", "priority"),
+        (
+            "device",
+            "use_vllm",
+            "generate_ahead",
+            "activation_checkpointing",
+            "devices",
+            "device_type",
+            "time_limit_minutes",
+            "priority",
+        ),
     ),
     ("Pausing", ("pause_on_alarms",)),
     ("Agent jobs", ("environment",)),
@@ -63,6 +72,7 @@ LABELS = {
     "profile_max_prompts": "Difficulty profiling: most prompts",
     "use_vllm": "Use vLLM on a GPU",
     "generate_ahead": "Generate ahead",
+    "activation_checkpointing": "Activation checkpointing",
     "time_limit_minutes": "Time limit (minutes)",
 }
 
@@ -103,6 +113,9 @@ PLAIN_HELP = {
     "generate_ahead": "Write the next step's answers while this step's are still being checked, so slow "
     "checks never hold training up; each update then learns from answers one update old. Only with the "
     "grpo algorithm, not for agent jobs.",
+    "activation_checkpointing": "Trade time for memory: recompute parts of the model during the update "
+    "instead of keeping them. Turn on when a job runs out of memory on long answers or agent episodes; "
+    "auto: on on a GPU, off on a CPU.",
     "environment": "Only for agent jobs, where the model works in several turns in a sandbox and is rewarded "
     'by tests: a JSON object such as {"name": "repo_tests", "max_turns": 6}. Leave empty for ordinary jobs.',
 }

@@ -181,6 +181,7 @@ def step_memory(
         gpu=uses_gpu(settings_, device_type),
         lora_rank=settings_.lora_rank,
         reference=settings_.beta > 0,
+        checkpointing={"on": True, "off": False}.get(settings_.activation_checkpointing),
     )
 
 
