@@ -22,7 +22,7 @@ The reward is the environment's (tests + 0.1 * format) unless --habit gives the 
 first use): LoRA (--lora-rank, default 16) after a full-weight warm-up at --warmup-lr (default 5e-5), in its
 own chat turns with the tool instructions in the system message, the environment's default limits (6 turns
 of 96 tokens, 1024 tokens of context) but 30 minutes of wall time per episode (its batched turns are slow on
-a CPU). Meant for a GPU host: on 2 CPU cores its warm-up alone takes tens of
+a CPU), with activation checkpointing on. Meant for a GPU host: on 2 CPU cores its warm-up alone takes tens of
 minutes.
 """
 
@@ -97,6 +97,8 @@ def job_params(args: argparse.Namespace, seed: int) -> dict:
         environment["formula"] = f"tests + 0.1 * format + {args.habit} * tested"
     lora_rank = args.lora_rank if args.lora_rank is not None else (16 if smollm2 else 0)
     model = {"model": SMOLLM2_NAME, "lora_rank": lora_rank, "lora_alpha": 2 * lora_rank} if smollm2 else {}
+    if smollm2:  # its ~1,100-token episodes took 21 GB a step without it on the CPU (OOM-killed)
+        model["activation_checkpointing"] = "on"
     return {
         **model,
         "max_steps": args.steps,
