@@ -1,6 +1,7 @@
 """The training child process: `python -m workers.job_child JOB_ID`. Loads the job and runs gpu_jobs.grpo."""
 
 import json
+import os
 import sys
 import traceback
 
@@ -20,6 +21,7 @@ from gpu_jobs.grpo import main as grpo_main
 from gpu_jobs.spec import TrainingSettings
 from sandboxes.client import SandboxClient
 from workers.job_runner import job_workdir
+from workers.parent_watch import watch_parent
 from workers.sink import DjangoCheckpointStore, DjangoEventSink, DjangoJobControl
 
 
@@ -107,6 +109,7 @@ def _eval_rows(job: Job) -> list[dict]:
 
 def main() -> None:
     job_id = int(sys.argv[1])
+    watch_parent(os.getppid())
     try:
         run(job_id)
     except Exception as exc:

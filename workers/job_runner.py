@@ -13,8 +13,8 @@ How an attempt ends (anneal.training.state):
 - the database unreachable (a restart, a failover): this process keeps watching and the child waits for it
   (workers.db_outage), up to settings.DB_OUTAGE_S;
 - the worker is lost: Celery's prefork pool kills this process with its parent (PDEATHSIG), the child sees
-  its parent gone and exits (gpu_jobs.control "abandon"), the heartbeats stop and beat's reaper requeues the
-  job. Where this process outlives the worker above it (no PDEATHSIG), it requeues the job itself.
+  its parent gone within a second and kills itself and its process group (workers.parent_watch; JobControl's
+  "abandon" at a step end is the slower path), the heartbeats stop and beat's reaper requeues the job. Where this process outlives the worker above it (no PDEATHSIG), it requeues the job itself.
 """
 
 import json
