@@ -121,3 +121,32 @@ def test_an_agent_job_refuses_data_that_is_not_repositories_and_a_plain_job_stil
     assert agent.status_code == 400 and "files" in agent.json()["errors"][0]["message"]
     single = api.post("/api/v1/jobs", {"dataset_version": plain.id, "params": params}, format="json")
     assert single.status_code == 400 and single.json()["errors"][0]["field"] == "verifiers"
+
+
+@pytest.mark.django_db
+def test_an_agent_step_past_the_devices_memory_is_refused_naming_the_episode_settings(api, settings):
+    from decimal import Decimal
+
+    from gpu_jobs.smollm import SMOLLM2_NAME
+
+    # SmolLM2 on the CPU, 8 episodes of up to 1,024 tokens: ~15.9 GiB a step without activation
+    # checkpointing (such a job peaked at 21.7 GB and was OOM-killed), ~7.7 GiB with it.
+    settings.JOB_DEVICE_MEMORY_GIB = {"cpu": Decimal("12")}
+    made = api.post("/api/v1/datasets/packs/agent", {"name": "repo-fix", "limit": 4}, format="json")
+    params = {"model": SMOLLM2_NAME, "lora_rank": 16, "max_steps": 2, "prompts_per_step": 2,
+              "num_generations": 4, "environment": {"context_tokens": 1024}}  # fmt: skip
+    body = {"name": "agent", "dataset_version": made.json()["dataset_version"]["id"], "params": params}
+    refused = api.post("/api/v1/jobs", body, format="json")
+    assert refused.status_code == 400, refused.json()
+    error = refused.json()["errors"][0]
+    assert error["field"] == "params.device_type"
+    assert error["message"].startswith("a training step needs about 15.")
+    assert (
+        "8 sequences of 1024 tokens" in error["message"]
+        and "more than the 12 GiB of a cpu" in error["message"]
+    )
+    assert "environment.context_tokens" in error["message"] and "activation_checkpointing" in error["message"]
+    assert "max_prompt_length" not in error["message"] and "use LoRA" not in error["message"]
+    for fix in ({"activation_checkpointing": "on"}, {"environment": {"context_tokens": 512}}):
+        fixed = api.post("/api/v1/jobs", {**body, "params": {**params, **fix}}, format="json")
+        assert fixed.status_code == 201, fixed.json()

@@ -272,7 +272,7 @@ def test_memory_grows_with_the_prompt_and_each_term_follows_the_formula():
     assert (short.weights, short.gradients, short.optimizer, short.reference) == (4000, 4000, 8000, 0)
     assert short.kv_cache == 4 * 16 * 2 * 2 * 1 * 4 * 4  # tokens x layers x (k, v) x kv heads x head dim x 4
     assert short.activations == 4 * 16 * 8 * 34 * 4 // 2 * 2
-    assert short.logits == 4 * 6 * 50 * 4
+    assert short.logits == 4 * 6 * 50 * 4 * 4  # logits, scaled by the temperature, and both gradients
     assert long.kv_cache > 60 * short.kv_cache and long.total > short.total
     gpu = training_memory(shape, prompt_tokens=1000, completion_tokens=6, sequences=4, gpu=True, lora_rank=2)
     assert (

@@ -9,7 +9,8 @@ training child, the evaluation and the deployment gate use (gpu_jobs.prompt_leng
 - when the longest prompt the job would feed plus ``max_completion_length`` exceeds the model's context
   window (with both numbers);
 - when a step's memory (gpu_jobs.memory.training_memory) exceeds the device type's memory
-  (settings.JOB_DEVICE_MEMORY_GIB), with the estimate term by term.
+  (settings.JOB_DEVICE_MEMORY_GIB), with the estimate term by term and the settings that lower it. Agent jobs
+  (an ``environment``) are checked for memory only, each episode counted at environment.context_tokens.
 
 What it measured is frozen in the spec as ``prompt_tokens`` (the cost estimate and the job page read it).
 Versions of more than ``COUNT_ROWS_UP_TO`` rows are not read here: the training child applies the policy and
@@ -75,9 +76,13 @@ def prompt_length_check(
 ) -> dict | None:
     """Refuse the launch (InputError naming the setting) as the module docstring says; return what was
     measured for the spec (None when the rows were too many to read here)."""
-    if settings_.environment is not None:
-        return None  # agent episodes: the environment bounds the context (environment.context_tokens)
     shape = model_shape(settings_.model, store=settings.MODEL_STORE)
+    if settings_.environment is not None:
+        # Agent episodes: the environment bounds the context (environment.context_tokens), so only the memory.
+        if shape is not None:
+            _memory_check(agent_step_memory(settings_, shape=shape, device_type=device_type),
+                          settings_=settings_, device_type=device_type)  # fmt: skip
+        return None
     window = shape.window if shape is not None else None
     if settings_.max_prompt_length and window is not None:
         _window_check(settings_, longest=settings_.max_prompt_length, window=window)
@@ -129,7 +134,7 @@ def prompt_length_check(
         estimate = step_memory(settings_, shape=shape, prompt_tokens=longest, device_type=device_type)
         summary["memory"] = estimate.to_dict()
         summary["kv_read_weight"] = kv_read_weight(shape)
-        _memory_check(estimate, device_type=device_type)
+        _memory_check(estimate, settings_=settings_, device_type=device_type)
     return summary
 
 
@@ -181,8 +186,29 @@ def step_memory(
         gpu=uses_gpu(settings_, device_type),
         lora_rank=settings_.lora_rank,
         reference=settings_.beta > 0,
-        checkpointing={"on": True, "off": False}.get(settings_.activation_checkpointing),
+        checkpointing=_checkpointing(settings_),
     )
+
+
+def agent_step_memory(settings_: TrainingSettings, *, shape: ModelShape, device_type: str) -> MemoryEstimate:
+    """An agent job's step: each of its prompts_per_step x num_generations episodes trains on one segment of up
+    to environment.context_tokens (gpu_jobs.agent.training), all of it counted as completion: the loss's
+    logits cover everything after the segment's first context."""
+    assert settings_.environment is not None
+    return training_memory(
+        shape,
+        prompt_tokens=0,
+        completion_tokens=int(settings_.environment["context_tokens"]),
+        sequences=settings_.prompts_per_step * settings_.num_generations,
+        gpu=uses_gpu(settings_, device_type),
+        lora_rank=settings_.lora_rank,
+        reference=settings_.beta > 0,
+        checkpointing=_checkpointing(settings_),
+    )
+
+
+def _checkpointing(settings_: TrainingSettings) -> bool | None:
+    return {"on": True, "off": False}.get(settings_.activation_checkpointing)
 
 
 def device_memory_bytes(device_type: str) -> int | None:
@@ -190,14 +216,22 @@ def device_memory_bytes(device_type: str) -> int | None:
     return None if gib is None else int(float(gib) * GIB)
 
 
-def _memory_check(estimate: MemoryEstimate, *, device_type: str) -> None:
+def _memory_check(estimate: MemoryEstimate, *, settings_: TrainingSettings, device_type: str) -> None:
     available = device_memory_bytes(device_type)
     if available is None or estimate.total <= available:
         return
+    remedies = ["lower prompts_per_step or num_generations"]
+    if settings_.environment is not None:
+        remedies.append("a smaller environment.context_tokens")
+    else:
+        remedies.append("set a smaller max_prompt_length with a drop or truncate overflow_policy")
+    if not uses_gpu(settings_, device_type) and settings_.activation_checkpointing != "on":
+        remedies.append('turn activation_checkpointing "on" (slower steps, far fewer activations kept)')
+    if not settings_.lora_rank:
+        remedies.append("use LoRA (lora_rank)")
     raise InputError(
         f"a training step needs about {estimate.describe()}, more than the {available / GIB:.3g} GiB of a "
-        f"{device_type} device (ANNEAL_DEVICE_MEMORY_GIB): lower prompts_per_step or num_generations, set a "
-        "smaller max_prompt_length with a drop or truncate overflow_policy, use LoRA (lora_rank), or choose a "
-        "device type with more memory",
+        f"{device_type} device (ANNEAL_DEVICE_MEMORY_GIB): {', '.join(remedies)}, or choose a device type "
+        "with more memory",
         field="params.device_type",
     )
