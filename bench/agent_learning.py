@@ -131,10 +131,12 @@ TRAINING = {
 }
 
 
-def training_trend(events: list[dict], window: int = 5) -> dict[str, tuple[float, float]]:
-    """The sampled training episodes' habits: key -> (mean of the first `window` steps, of the last)."""
+def training_trend(events: list[dict]) -> tuple[int, dict[str, tuple[float, float]]]:
+    """The sampled training episodes' habits: (window, key -> (mean of the first `window` steps, of the last)),
+    the window 5 steps or, in a shorter run, half of them, so that the two never share a step."""
     steps = [e["payload"] for e in events if e["kind"] == "metric" and "episode/format" in e["payload"]]
-    return {
+    window = max(1, min(5, len(steps) // 2))
+    return window, {
         key: (
             statistics.mean(s.get(key, 0.0) for s in steps[:window]),
             statistics.mean(s.get(key, 0.0) for s in steps[-window:]),
@@ -185,8 +187,12 @@ def main() -> None:
             for key, label in HABITS.items():
                 curve = ", ".join(f"{step}: {figures[key]:.2f}" for step, figures in sorted(by_step.items()))
                 print(f"  {label:<32} {first[key]:.2f} -> {last[key]:.2f}   by step {curve}", flush=True)
-            for key, (start, end) in training_trend(done["events"]).items():
-                print(f"  training episodes, {TRAINING[key]:<21} first 5 steps {start:.2f}, last 5 {end:.2f}")
+            window, trend = training_trend(done["events"])
+            for key, (start, end) in trend.items():
+                print(
+                    f"  training episodes, {TRAINING[key]:<21} first {window} steps {start:.2f}, "
+                    f"last {window} {end:.2f}"
+                )
         each = "one greedy episode" if args.eval_episodes == 1 else f"{args.eval_episodes} sampled episodes"
         print(f"\nover seeds {seeds} ({args.held_tasks} held-out tasks, {each} each):")
         print(f"  {'':<32} {'warm-up alone':<20} {'after GRPO':<20}")
