@@ -133,7 +133,7 @@ TRAINING = {
 
 def training_trend(events: list[dict]) -> tuple[int, dict[str, tuple[float, float]]]:
     """The sampled training episodes' habits: (window, key -> (mean of the first `window` steps, of the last)),
-    the window 5 steps or, in a shorter run, half of them, so that the two never share a step."""
+    the window 5 steps or, in a shorter run, half of them, so that the two share no step (but a one-step run)."""
     steps = [e["payload"] for e in events if e["kind"] == "metric" and "episode/format" in e["payload"]]
     window = max(1, min(5, len(steps) // 2))
     return window, {
