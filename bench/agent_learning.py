@@ -5,18 +5,21 @@ tasks as the training set and the next --held-tasks as the held-out set (POST /d
 offset and limit), an agent job on the tiny model with the supervised warm-up (on the pack's remaining tasks
 only: neither trained nor judged on) and the job's own held-out evaluation every --eval-steps: one greedy
 episode per held-out task, or --eval-episodes sampled ones (gpu_jobs.agent.evaluation). Step 0's evaluation
-is the warm-up alone; the last is after GRPO. Per seed and over seeds (mean, min-max) it prints the share of held-out tasks solved, of
-episodes that ran the tests after their last edit and then finished, of turns with a valid tool call, and
-the mean turns, before and after.
+is the warm-up alone; the last is after GRPO. Per seed and over seeds (mean, min-max) it prints the share of
+held-out tasks solved, of episodes that ran the tests after their last edit (or, with no edit, at all) and
+then finished, of episodes that changed the code, of those that did both (changed the code, then tested and
+finished), of turns with a valid tool call, and the mean turns, before and after.
 
     .venv/bin/python bench/agent_learning.py                       # 2 seeds, 30 GRPO steps each
     .venv/bin/python bench/agent_learning.py --seeds 0,1,2 --steps 60
     .venv/bin/python bench/agent_learning.py --habit 0.2           # reward the habit: tests + 0.2 * tested
+    .venv/bin/python bench/agent_learning.py --habit 0.5 --habit-on edited_then_tested
     .venv/bin/python bench/agent_learning.py --beta 0.04           # a KL penalty against the warmed-up model
     .venv/bin/python bench/agent_learning.py --held-tasks 16 --eval-episodes 4   # a finer held-out measure
 
-The reward is the environment's (tests + 0.1 * format) unless --habit gives the 'tested' part a weight
-(environment formula "tests + 0.1 * format + H * tested").
+The reward is the environment's (tests + 0.1 * format) unless --habit gives the habit a weight
+(environment formula "tests + 0.1 * format + H * tested", or "... + H * edited * tested" with
+--habit-on edited_then_tested, which does not pay an episode that tests and finishes without an edit).
 
 --model smollm2 runs the same with SmolLM2-135M-Instruct (imported into $ANNEAL_MODEL_STORE or var/models on
 first use): LoRA (--lora-rank, default 16) after a full-weight warm-up at --warmup-lr (default 5e-5), in its
@@ -47,6 +50,8 @@ SMOLLM2_EPISODE_S = 1800.0
 HABITS = {
     "solved": "held-out tasks solved",
     "tested_before_finish": "ran the tests before finishing",
+    "edited": "changed the code",
+    "edited_then_tested": "changed code, tested, finished",
     "valid_calls": "turns with a valid tool call",
     "turns": "turns per episode",
 }
@@ -68,7 +73,12 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", choices=("tiny", "smollm2"), default="tiny")
     parser.add_argument("--lora-rank", type=int, default=None, help="default: 16 for smollm2, 0 for tiny")
     parser.add_argument("--warmup-lr", type=float, default=None, help="default: 2e-3 tiny, 5e-5 smollm2")
-    parser.add_argument("--habit", type=float, default=0.0, help="reward weight of the 'tested' part")
+    parser.add_argument("--habit", type=float, default=0.0, help="reward weight of the habit (--habit-on)")
+    parser.add_argument(
+        "--habit-on", choices=("tested", "edited_then_tested"), default="tested",
+        help="what --habit pays: 'tested' (also an episode that tests and finishes without an edit) or "
+        "'edited_then_tested' (edited * tested: only after an edit that applied)",
+    )  # fmt: skip
     parser.add_argument("--beta", type=float, default=0.0, help="KL penalty against the warmed-up model")
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument(
@@ -94,7 +104,8 @@ def job_params(args: argparse.Namespace, seed: int) -> dict:
         "eval_episodes": args.eval_episodes,
     }
     if args.habit:
-        environment["formula"] = f"tests + 0.1 * format + {args.habit} * tested"
+        habit = "edited * tested" if args.habit_on == "edited_then_tested" else "tested"
+        environment["formula"] = f"tests + 0.1 * format + {args.habit} * {habit}"
     lora_rank = args.lora_rank if args.lora_rank is not None else (16 if smollm2 else 0)
     model = {"model": SMOLLM2_NAME, "lora_rank": lora_rank, "lora_alpha": 2 * lora_rank} if smollm2 else {}
     if smollm2:  # its ~1,100-token episodes took 21 GB a step without it on the CPU (OOM-killed)
@@ -126,6 +137,7 @@ def evaluations(events: list[dict]) -> dict[int, dict[str, float]]:
 
 TRAINING = {
     "episode/tested_before_finish": "ran the tests before finishing",
+    "episode/edited_then_tested": "changed, tested, finished",
     "episode/format": "turns with a valid tool call",
     "reward": "reward",
 }

@@ -279,6 +279,7 @@ class Episode:
             "turns": float(turns),
             "finished": 1.0 if self.end_reason == "finished" else 0.0,
             "tested": 1.0 if tested_before_finish(self.steps, self.end_reason) else 0.0,
+            "edited": 1.0 if edited(self.steps) else 0.0,
             "solved": 1.0 if verdict.total and verdict.passed == verdict.total else 0.0,
             "tampering": 1.0 if verdict.tampering else 0.0,
         }
@@ -315,6 +316,14 @@ def tested_before_finish(steps: list[Step], end_reason: str) -> bool:
     edits = [i for i, name in enumerate(names) if name in EDITS]
     after = edits[-1] + 1 if edits else 0
     return "run_tests" in names[after:-1]
+
+
+def edited(steps: list[Step]) -> bool:
+    """Whether an edit of the episode applied (a write_file or apply_patch the sandbox ran without error):
+    with ``tested``, it tells "changed the code, ran the tests, finished" from "ran the tests and finished"."""
+    return any(
+        step.action is not None and step.action["name"] in EDITS and step.status == "ok" for step in steps
+    )
 
 
 def episode_reward(spec: EnvironmentSpec, parts: dict[str, float]) -> float:

@@ -9,7 +9,9 @@ articles describe.
   evaluation as they read any other;
 - ``eval_agent/solved``, ``eval_agent/tests`` (mean share of tests passing at the end),
   ``eval_agent/tested_before_finish`` (episodes that called finish with a run_tests after their last edit:
-  gpu_jobs.agent.episode.tested_before_finish),
+  gpu_jobs.agent.episode.tested_before_finish; an episode with no edit counts when it ran them at all),
+  ``eval_agent/edited`` (episodes where an edit applied), ``eval_agent/edited_then_tested`` (both: changed the
+  code, ran the tests after, finished: the habit without the episodes that never touch the code),
   ``eval_agent/valid_calls`` (mean share of an episode's turns holding a well-formed tool call),
   ``eval_agent/turns`` (mean turns) and ``eval_agent/episodes`` (all of them, every task's episodes counted).
 """
@@ -36,9 +38,16 @@ def agent_scores(rows: list[dict], results: list[EpisodeResult]) -> dict[str, fl
             "eval_agent/solved": scores["eval/mean"],
             "eval_agent/tests": sum(r.parts["tests"] for r in results) / n,
             "eval_agent/tested_before_finish": sum(r.parts.get("tested", 0.0) for r in results) / n,
+            "eval_agent/edited": sum(r.parts.get("edited", 0.0) for r in results) / n,
+            "eval_agent/edited_then_tested": sum(edited_then_tested(r) for r in results) / n,
             "eval_agent/valid_calls": sum(r.parts["format"] for r in results) / n,
             "eval_agent/turns": sum(r.parts["turns"] for r in results) / n,
             "eval_agent/episodes": float(n),
         }
     )
     return scores
+
+
+def edited_then_tested(result: EpisodeResult) -> float:
+    """1.0 when the episode changed the code, ran the tests after its last edit, and finished."""
+    return result.parts.get("edited", 0.0) * result.parts.get("tested", 0.0)

@@ -8,8 +8,10 @@ Reward of an episode, computed on its final state: ``tests_weight * tests + form
 - turn_penalty * turns``, or ``formula`` over the same names (the formula language of composite verifiers):
 tests = share of the task's tests passing at the end, format = share of turns with a well-formed tool call,
 turns = model turns taken, finished = 1 when the model called finish, tested = 1 when it ran the tests after its
-last edit and then called finish (gpu_jobs.agent.episode.tested_before_finish), solved = 1 when every test
-passes.
+last edit and then called finish (gpu_jobs.agent.episode.tested_before_finish; with no edit, ran them at all),
+edited = 1 when an edit applied (gpu_jobs.agent.episode.edited), solved = 1 when every test passes.
+``edited * tested`` rewards the whole habit (change the code, run the tests, finish), where ``tested`` alone
+also pays an episode that runs the tests and finishes without touching the code.
 
 Warm-up (``warmup_sft_steps`` > 0): before GRPO, supervised steps on scripted traces of task-pack tasks the
 job's rows do not hold (gpu_jobs.agent.warmup), so a model that never writes a tool call starts with some.
@@ -27,7 +29,7 @@ from gpu_jobs.rewards.formula import FormulaError, check_formula
 
 ENVIRONMENT_NAMES = ("repo_tests",)
 TOOL_FORMATS = ("auto", "plain", "chat_template")
-REWARD_NAMES = ("tests", "format", "turns", "finished", "tested", "solved")
+REWARD_NAMES = ("tests", "format", "turns", "finished", "tested", "edited", "solved")
 # An environment that fits the tiny model (gpu_jobs.tiny_model: 512 positions, one token per character): a short
 # system prompt and small observations. A run_tests turn ("Run the tests.\n<tool>...</tool>") is 65 characters;
 # read_file and apply_patch turns do not fit 72 and are left out of its warm-up traces.

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpu_jobs.agent.episode import Episode, EpisodeResult
-from gpu_jobs.agent.evaluation import agent_scores
+from gpu_jobs.agent.evaluation import agent_scores, edited_then_tested
 from gpu_jobs.agent.generation import TransformersTurns, VLLMTurns, turn_generator
 from gpu_jobs.agent.rendering import PlainRenderer, make_renderer
 from gpu_jobs.agent.spec import validate_environment
@@ -368,6 +368,7 @@ class AgentRollouts:
         metrics["episode/called_tools"] = sum(any(s.action for s in r.steps) for r in results) / n
         # Episodes that ran the tests after their last edit, then finished: the habit agents are trained for.
         metrics["episode/tested_before_finish"] = sum(r.parts.get("tested", 0.0) for r in results) / n
+        metrics["episode/edited_then_tested"] = sum(edited_then_tested(r) for r in results) / n
         metrics["episode/summaries"] = sum(r.summaries for r in results) / n
         for reason in {r.end_reason for r in results}:
             metrics[f"episode/end/{reason}"] = sum(r.end_reason == reason for r in results) / n

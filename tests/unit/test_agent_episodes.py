@@ -39,6 +39,7 @@ def test_a_scripted_fix_earns_reward_1_and_a_complete_trace(task):
     assert result.end_reason == "finished"
     assert result.parts["solved"] == 1.0 and result.parts["format"] == 1.0
     assert result.parts["tested"] == 1.0  # the tests ran after the patch, before finish
+    assert result.parts["edited"] == 1.0
     names = [step.action["name"] for step in result.steps]
     assert names == ["run_tests", "apply_patch", "run_tests", "finish"]
     first, patch, again, _ = result.steps
@@ -203,6 +204,19 @@ def test_the_reward_composes_a_turn_penalty_and_a_formula():
     untested = ScriptedPolicy([ToolCall("apply_patch", {"diff": row["fix_diff"]})])
     assert run_episode(row, habit, untested).reward == pytest.approx(1.0)
     assert run_episode(row, habit, fix()).reward == pytest.approx(1.2)
+    # edited * tested pays the habit only after an edit that applied: testing and finishing untouched earns the
+    # tests the bug leaves passing, a patch that does not apply (then tests, finish) no more.
+    whole = validate_environment({"formula": "tests + 0.5 * edited * tested"})
+    idle = run_episode(row, whole, ScriptedPolicy([ToolCall("run_tests")]))
+    assert idle.parts["tested"] == 1.0 and idle.parts["edited"] == 0.0
+    assert idle.reward == pytest.approx(idle.parts["tests"]) and idle.parts["tests"] < 1.0
+    bad = ToolCall(
+        "apply_patch", {"diff": "--- a/bounds.py\n+++ b/bounds.py\n@@ -1 +1 @@\n-nothing here\n+x\n"}
+    )
+    refused = run_episode(row, whole, ScriptedPolicy([bad, ToolCall("run_tests")]))
+    assert refused.steps[0].status != "ok" and refused.parts["edited"] == 0.0
+    assert refused.reward == pytest.approx(idle.reward)
+    assert run_episode(row, whole, fix()).reward == pytest.approx(1.5)
 
 
 def test_the_parser_reads_the_plain_and_the_chat_template_tags():

@@ -162,8 +162,10 @@ def test_the_held_out_tasks_are_played_before_training_and_at_the_end(job):
     for metric in evaluations:
         assert metric["eval_agent/episodes"] == EVAL_TASKS
         assert metric["eval/mean"] == metric["eval_agent/solved"] == metric["eval/repo_fix"]
-        for key in ("solved", "tests", "tested_before_finish", "valid_calls"):
+        for key in ("solved", "tests", "tested_before_finish", "edited", "edited_then_tested", "valid_calls"):
             assert 0.0 <= metric[f"eval_agent/{key}"] <= 1.0
+        both = metric["eval_agent/edited_then_tested"]
+        assert both <= min(metric["eval_agent/edited"], metric["eval_agent/tested_before_finish"])
         assert 1 <= metric["eval_agent/turns"] <= ENVIRONMENT["max_turns"]
     # Warmed up, the model writes tool calls on tasks it has never seen.
     assert max(m["eval_agent/valid_calls"] for m in evaluations) > 0

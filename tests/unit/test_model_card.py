@@ -137,6 +137,7 @@ def test_an_agent_job_s_card_shows_its_habits_on_held_out_tasks_base_against_che
     def habits(step, solved, tested, valid, turns):
         payload = {"step": step, "eval/repo": solved, "eval/mean": solved, "eval_agent/solved": solved}
         payload |= {"eval_agent/tested_before_finish": tested, "eval_agent/valid_calls": valid}
+        payload |= {"eval_agent/edited": solved + 0.125, "eval_agent/edited_then_tested": solved}
         payload |= {"eval_agent/turns": turns, "eval_agent/tests": 0.5, "eval_agent/episodes": 8.0}
         return ("metric", payload)
 
@@ -149,6 +150,8 @@ def test_an_agent_job_s_card_shows_its_habits_on_held_out_tasks_base_against_che
     assert [(r["habit"], r["base"], r["checkpoint"]) for r in agent["rows"]] == [
         ("solved", 0.0, 0.125),
         ("tested_before_finish", 0.25, 0.5),
+        ("edited", 0.125, 0.25),
+        ("edited_then_tested", 0.0, 0.125),
         ("valid_calls", 0.35, 0.6),
         ("tests", 0.5, 0.5),
         ("turns", 2.5, 3.0),
@@ -156,7 +159,8 @@ def test_an_agent_job_s_card_shows_its_habits_on_held_out_tasks_base_against_che
     text = (
         api_client(world["owner"]).get(f"/api/v1/checkpoints/{checkpoint.pk}/card/markdown").content.decode()
     )
-    assert "| ran the tests after the last edit, then finished | 25% | 50% |" in text
+    assert "| ran the tests after the last edit (or at all), then finished | 25% | 50% |" in text
+    assert "| changed the code, ran the tests after, then finished | 0% | 12% |" in text
     assert "| turns per episode | 2.50 | 3.00 |" in text
     page = page_client(world["owner"]).get(f"/checkpoints/{checkpoint.pk}/card/")
     assert page.status_code == 200 and b'id="card-agent-habits"' in page.content

@@ -523,6 +523,7 @@
 
   var AGENT_HABITS = {
     "eval_agent/tested_before_finish": "ran the tests before finishing",
+    "eval_agent/edited_then_tested": "changed the code, then tested and finished",
     "eval_agent/valid_calls": "valid tool calls (share of turns)",
   };
   // Held-out evaluation (gpu_jobs.evaluation): "eval/<domain>" and "eval/mean", scores in [0, 1]. Until the

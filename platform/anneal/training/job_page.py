@@ -46,6 +46,12 @@ METRIC_GROUPS: list[dict] = [
                 "label": "ran the tests before finishing",
                 "format": "share",
             },
+            {"key": "eval_agent/edited", "label": "changed the code", "format": "share"},
+            {
+                "key": "eval_agent/edited_then_tested",
+                "label": "changed the code, then ran the tests and finished",
+                "format": "share",
+            },
             {"key": "eval_agent/valid_calls", "label": "turns with a valid tool call", "format": "share"},
             {"key": "eval_agent/turns", "label": "turns per episode", "format": "number"},
             {"key": "eval_agent/episodes", "label": "episodes", "format": "count"},

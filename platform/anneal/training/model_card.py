@@ -32,7 +32,9 @@ CARD_SETTINGS = (
 # An agent job's held-out episodes (gpu_jobs.agent.evaluation): key -> what the card calls it.
 AGENT_HABITS = {
     "eval_agent/solved": "held-out tasks solved",
-    "eval_agent/tested_before_finish": "ran the tests after the last edit, then finished",
+    "eval_agent/tested_before_finish": "ran the tests after the last edit (or at all), then finished",
+    "eval_agent/edited": "changed the code (an edit applied)",
+    "eval_agent/edited_then_tested": "changed the code, ran the tests after, then finished",
     "eval_agent/valid_calls": "turns with a well-formed tool call",
     "eval_agent/tests": "tests passing at the end",
     "eval_agent/turns": "turns per episode",
