@@ -42,7 +42,7 @@ from gpu_jobs.agent.evaluation import agent_scores, edited_then_tested
 from gpu_jobs.agent.generation import TransformersTurns, VLLMTurns, turn_generator
 from gpu_jobs.agent.rendering import PlainRenderer, make_renderer
 from gpu_jobs.agent.spec import validate_environment
-from gpu_jobs.agent.warmup import warm_up_model, warmup_message
+from gpu_jobs.agent.warmup import warm_up_model, warmup_message, warmup_warning
 from gpu_jobs.alarms import TamperingLog
 from gpu_jobs.device import HostInfo, resolve_device
 from gpu_jobs.rewards import ScoreResult, build_scorer
@@ -121,6 +121,8 @@ class AgentRollouts:
             resume=resume,
         )
         self.sink.emit("log", {"message": warmup_message(self.warmup)})
+        if warning := warmup_warning(self.warmup, self.spec):
+            self.sink.emit("log", {"level": "warning", "message": warning})
         return folder
 
     # What grpo.main hands to TRL --------------------------------------------------------------------------

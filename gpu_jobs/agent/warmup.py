@@ -9,7 +9,11 @@ in the job's environment, the job first trains the model, supervised, on scripte
   on or is judged on.
 - Traces: each task's scripted turns (run the tests, read the module, apply the fix, run the tests, finish),
   played in a real sandbox session through ``Episode``, so the observations, limits and running summary are
-  what a rollout has. A turn longer than the turn budget is left out (a model writing it would be cut off).
+  what a rollout has. The fix is the shortest diff that applies (no context lines: ``minimal_fix_diff``), so
+  that it fits a small turn budget: with the pack's 3-line-context ``fix_diff``, 32 of the 33 fix turns were
+  over SmolLM2's default 96 tokens and its warm-up showed no edit at all; with none, 22 fit. A turn longer
+  than the turn budget is still left out (a model writing it would be cut off), and the job's log says which
+  tools' turns were, warning when no trace shows an edit.
 - Tokens: rendered by the job's renderer (gpu_jobs.agent.rendering.make_renderer: plain ``<tool>`` tags, the
   chat template's tool format with ``<tool_call>`` tags, or chat turns with ``<tool>`` tags where the template
   drops the tools), segment by segment as ``rollout_func`` builds them;
@@ -21,6 +25,7 @@ in the job's environment, the job first trains the model, supervised, on scripte
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -33,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpu_jobs.agent.episode import Episode
+from gpu_jobs.agent.episode import EDITS, Episode
 from gpu_jobs.agent.rendering import make_renderer
 from gpu_jobs.agent.spec import EnvironmentSpec
 from gpu_jobs.agent.taskpack import held_out_rows
@@ -62,13 +67,28 @@ class Example:
     mask: list[int]
 
 
+def minimal_fix_diff(row: dict) -> str:
+    """The fix of a pack row as a unified diff without context lines: the fewest tokens a model must write.
+    Precondition: `row` is a pack row (``solution`` holds the fixed module, ``files`` the buggy one)."""
+    ((module, fixed),) = row["solution"].items()
+    return "".join(
+        difflib.unified_diff(
+            row["files"][module].splitlines(keepends=True),
+            fixed.splitlines(keepends=True),
+            fromfile=f"a/{module}",
+            tofile=f"b/{module}",
+            n=0,
+        )
+    )
+
+
 def scripted_turns(row: dict) -> list[tuple[str, ToolCall]]:
     """What a scripted fixer does on a pack row: run the tests, read the module, patch, check, finish."""
     ((module, _),) = row["solution"].items()
     return [
         ("Run the tests.", ToolCall("run_tests")),
         ("Read the code.", ToolCall("read_file", {"path": module})),
-        ("Fix the bug.", ToolCall("apply_patch", {"diff": row["fix_diff"]})),
+        ("Fix the bug.", ToolCall("apply_patch", {"diff": minimal_fix_diff(row)})),
         ("Check the fix.", ToolCall("run_tests")),
         FINISH,
     ]
@@ -97,7 +117,8 @@ def trace_examples(row: dict, spec: EnvironmentSpec, renderer: Any) -> tuple[lis
     prompt: list[int] = []
     completion: list[int] = []
     mask: list[int] = []
-    summaries, skipped = 0, 0
+    summaries = 0
+    skipped: list[tuple[str, int]] = []  # (tool, tokens) of each turn over the budget
 
     def flush() -> None:
         if any(mask):
@@ -116,9 +137,11 @@ def trace_examples(row: dict, spec: EnvironmentSpec, renderer: Any) -> tuple[lis
                 summaries = episode.summaries
             budget = episode.turn_tokens()
             # The last turn left is finish; when a turn does not fit, the next one is tried.
-            while len(turns) > 1 and len(renderer.encode(turn_text(*turns[0], tag=renderer.tag))) > budget:
-                turns.pop(0)
-                skipped += 1
+            while (
+                len(turns) > 1
+                and (size := len(renderer.encode(turn_text(*turns[0], tag=renderer.tag)))) > budget
+            ):
+                skipped.append((turns.pop(0)[1].name, size))
             text = turn_text(*(turns.pop(0) if turns else FINISH), tag=renderer.tag)
             ids = renderer.encode(text)
             if len(ids) > budget:
@@ -133,7 +156,8 @@ def trace_examples(row: dict, spec: EnvironmentSpec, renderer: Any) -> tuple[lis
         episode.abandon()
         raise
     result = episode.finish()
-    return examples, {"turns": len(result.steps), "skipped": skipped, "reward": result.reward}
+    edits = sum(step.action is not None and step.action["name"] in EDITS for step in result.steps)
+    return examples, {"turns": len(result.steps), "skipped": skipped, "edits": edits, "reward": result.reward}
 
 
 class _LockedRenderer:
@@ -165,11 +189,19 @@ def build_examples(rows: list[dict], spec: EnvironmentSpec, renderer: Any) -> tu
     examples = [example for row_examples, _ in traced for example in row_examples]
     stats = [info for _, info in traced]
     n = max(1, len(stats))
+    left_out: dict[str, int] = {}
+    for tool, _ in (skip for s in stats for skip in s["skipped"]):
+        left_out[tool] = left_out.get(tool, 0) + 1
+    edit_sizes = [size for s in stats for tool, size in s["skipped"] if tool in EDITS]
     return examples, {
         "tasks": [row["task"] for row in rows],
         "examples": len(examples),
         "turns_per_trace": sum(s["turns"] for s in stats) / n,
-        "turns_left_out": sum(s["skipped"] for s in stats),
+        "turns_left_out": sum(left_out.values()),
+        "left_out_by_tool": left_out,
+        # Traces that show an edit, and the turn budget the longest edit left out would need.
+        "traces_with_edit": sum(s["edits"] > 0 for s in stats),
+        "edit_turn_tokens_needed": max(edit_sizes, default=0),
         "trace_reward": sum(s["reward"] for s in stats) / n,
         "model_tokens": sum(sum(e.mask) for e in examples),
     }
@@ -334,9 +366,24 @@ def warmup_message(record: dict) -> str:
     """The job's log line about its warm-up."""
     if record.get("reused"):
         return f"warm-up: reusing the warmed-up model of the earlier run ({record['steps']} steps)"
+    by_tool = ", ".join(
+        f"{tool} {count}" for tool, count in sorted(record.get("left_out_by_tool", {}).items())
+    )
     return (
         f"warm-up: {record['steps']} supervised steps on scripted traces of {len(record['tasks'])} held-out "
         f"pack tasks ({record['examples']} segments, {record['model_tokens']} model tokens, "
-        f"{record['turns_left_out']} turns over the turn budget left out); loss {record['loss_first']:.3f} -> "
-        f"{record['loss_last']:.3f} in {record['seconds']:.1f} s"
+        f"{record['turns_left_out']} turns over the turn budget left out{f': {by_tool}' if by_tool else ''}); "
+        f"loss {record['loss_first']:.3f} -> {record['loss_last']:.3f} in {record['seconds']:.1f} s"
+    )
+
+
+def warmup_warning(record: dict, spec: EnvironmentSpec) -> str:
+    """A warning for the job's log when the warm-up teaches no edit ("" when it does, or was reused)."""
+    if record.get("reused") or record.get("traces_with_edit", 1) or not record.get("tasks"):
+        return ""
+    needed = record.get("edit_turn_tokens_needed", 0)
+    return (
+        f"warm-up: no trace shows an edit: every fix turn is over environment.turn_tokens ({spec.turn_tokens})"
+        + (f"; {needed} tokens would fit them all" if needed else "")
+        + ". The model learns to run the tests and finish, not to change the code"
     )

@@ -70,7 +70,7 @@ def test_a_scripted_trace_is_the_conversation_a_rollout_sees_with_only_the_model
     roomy = validate_environment({"turn_tokens": 2000, "token_budget": 8000, "context_tokens": 20000})
     renderer = make_renderer(tokenizer, roomy)
     (example,), info = trace_examples(row, roomy, renderer)
-    assert info == {"turns": 5, "skipped": 0, "reward": 1.0}
+    assert info == {"turns": 5, "skipped": [], "edits": 1, "reward": 1.0}
     own = tokenizer.decode([t for t, m in zip(example.ids, example.mask, strict=True) if m])
     names = [parse_turn(part + "</tool>").call.name for part in own.split("</tool>")[:-1]]
     assert names == ["run_tests", "read_file", "apply_patch", "run_tests", "finish"]
@@ -79,8 +79,67 @@ def test_a_scripted_trace_is_the_conversation_a_rollout_sees_with_only_the_model
     # The tiny model's budget: turns that do not fit are left out, and summaries start new segments.
     tight = validate_environment(ENVIRONMENT)
     examples, info = trace_examples(row, tight, make_renderer(tokenizer, tight))
-    assert info["skipped"] == 2 and info["turns"] == 3  # run_tests, run_tests, finish
+    assert [tool for tool, _ in info["skipped"]] == ["read_file", "apply_patch"]
+    assert all(size > tight.turn_tokens for _, size in info["skipped"])
+    assert info["turns"] == 3 and info["edits"] == 0  # run_tests, run_tests, finish
     assert len(examples) >= 2 and all(len(e.ids) <= tight.context_tokens for e in examples)
+
+
+def test_the_scripted_fix_is_the_shortest_diff_and_it_fixes_every_pack_task(tmp_path):
+    """The warm-up's fix has no context lines (it must fit a small model's turn budget); the patch tool the
+    sandbox runs applies it to the buggy module and gives the fixed one, for every task of the pack."""
+    import subprocess
+    import sys
+
+    from gpu_jobs.agent import environment
+    from gpu_jobs.agent.warmup import minimal_fix_diff
+
+    program = tmp_path / "patching.py"
+    program.write_text(environment.PATCH_SOURCE)
+    for row in pack_rows():
+        ((module, fixed),) = row["solution"].items()
+        diff = minimal_fix_diff(row)
+        assert len(diff) < len(row["fix_diff"]), row["task"]
+        assert not [line for line in diff.splitlines()[2:] if line.startswith(" ")], row["task"]
+        folder = tmp_path / row["task"]
+        folder.mkdir()
+        (folder / module).write_text(row["files"][module])
+        done = subprocess.run(
+            [sys.executable, str(program)], input=diff, text=True, cwd=folder, capture_output=True
+        )
+        assert done.returncode == 0, (row["task"], done.stdout, done.stderr)
+        assert (folder / module).read_text() == fixed, row["task"]
+
+
+def test_a_warmup_that_shows_no_edit_says_so_and_names_the_turn_budget_that_would():
+    from transformers import AutoTokenizer
+
+    from gpu_jobs.agent.rendering import make_renderer
+    from gpu_jobs.agent.warmup import build_examples, warmup_message, warmup_warning
+    from gpu_jobs.tiny_model import ensure_tiny_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model(MODEL_STORE))
+    rows = pack_rows()[JOB_TASKS : JOB_TASKS + 2]
+    tight = validate_environment(ENVIRONMENT)  # 72 tokens a turn: no fix turn fits
+    _, record = build_examples(rows, tight, make_renderer(tokenizer, tight))
+    assert record["traces_with_edit"] == 0
+    assert record["left_out_by_tool"] == {"apply_patch": 2, "read_file": 2}
+    needed = record["edit_turn_tokens_needed"]
+    assert needed > tight.turn_tokens
+    record |= {"steps": 3, "loss_first": 2.0, "loss_last": 1.0, "seconds": 1.0}
+    assert "4 turns over the turn budget left out: apply_patch 2, read_file 2)" in warmup_message(record)
+    warning = warmup_warning(record, tight)
+    assert warning.startswith(
+        "warm-up: no trace shows an edit: every fix turn is over environment.turn_tokens (72)"
+    )
+    assert f"{needed} tokens would fit them all" in warning
+    # With room for the fix, the traces edit and nothing is said.
+    roomy = validate_environment(
+        {"turn_tokens": needed, "token_budget": 5 * needed, "context_tokens": 8 * needed}
+    )
+    _, record = build_examples(rows, roomy, make_renderer(tokenizer, roomy))
+    assert record["traces_with_edit"] == 2 and "apply_patch" not in record["left_out_by_tool"]
+    assert warmup_warning(record, roomy) == ""
 
 
 def test_micro_batches_give_the_whole_batchs_loss_and_gradients(monkeypatch):
@@ -138,7 +197,10 @@ def job(tmp_path_factory):
 def test_after_the_warmup_the_tiny_model_calls_tools_and_the_reward_is_no_longer_flat(job):
     summary, sink, output_dir = job
     assert summary["steps"] == 2 and sink.of_kind("checkpoint")
-    (log,) = [e["message"] for e in sink.of_kind("log") if e["message"].startswith("warm-up:")]
+    log, warning = [e for e in sink.of_kind("log") if e["message"].startswith("warm-up:")]
+    log = log["message"]
+    # The tiny model's 72-token turns hold no fix: the job's log warns that the warm-up teaches no edit.
+    assert warning["level"] == "warning" and "no trace shows an edit" in warning["message"]
     # Neither the training tasks nor the held-out ones are warmed up on.
     assert f"{len(pack_rows()) - JOB_TASKS - EVAL_TASKS} held-out pack tasks" in log
     assert (output_dir / "warmup-model" / "anneal_warmup.json").is_file()
