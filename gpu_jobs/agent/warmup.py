@@ -13,7 +13,8 @@ in the job's environment, the job first trains the model, supervised, on scripte
   that it fits a small turn budget: with the pack's 3-line-context ``fix_diff``, 32 of the 33 fix turns were
   over SmolLM2's default 96 tokens and its warm-up showed no edit at all; with none, 22 fit. A turn longer
   than the turn budget is still left out (a model writing it would be cut off), and the job's log says which
-  tools' turns were, warning when no trace shows an edit.
+  tools' turns were, warning when no trace shows an edit. A trace whose fix was left out is dropped when
+  others show theirs (``build_examples``).
 - Tokens: rendered by the job's renderer (gpu_jobs.agent.rendering.make_renderer: plain ``<tool>`` tags, the
   chat template's tool format with ``<tool_call>`` tags, or chat turns with ``<tool>`` tags where the template
   drops the tools), segment by segment as ``rollout_func`` builds them;
@@ -182,11 +183,17 @@ class _LockedRenderer:
 
 
 def build_examples(rows: list[dict], spec: EnvironmentSpec, renderer: Any) -> tuple[list[Example], dict]:
-    """The examples of every row's scripted trace, and a summary of the traces."""
+    """The examples of the rows' scripted traces, and a summary of the traces.
+
+    When some traces show an edit, those whose fix turn was left out are dropped: they would teach going from
+    reading the code straight to "check the fix" (SmolLM2 warmed up on both kinds, 8 with the fix and 7
+    without, wrote run_tests after read_file on all 6 held-out tasks it was probed on). When none does (a turn
+    budget too small for any fix: the tiny model's), all are kept, for the call format."""
     locked = _LockedRenderer(renderer)
     with ThreadPoolExecutor(max_workers=TRACE_THREADS) as pool:
         traced = list(pool.map(lambda row: trace_examples(row, spec, locked), rows))
-    examples = [example for row_examples, _ in traced for example in row_examples]
+    kept = [(row_examples, info) for row_examples, info in traced if info["edits"]] or traced
+    examples = [example for row_examples, _ in kept for example in row_examples]
     stats = [info for _, info in traced]
     n = max(1, len(stats))
     left_out: dict[str, int] = {}
@@ -201,6 +208,7 @@ def build_examples(rows: list[dict], spec: EnvironmentSpec, renderer: Any) -> tu
         "left_out_by_tool": left_out,
         # Traces that show an edit, and the turn budget the longest edit left out would need.
         "traces_with_edit": sum(s["edits"] > 0 for s in stats),
+        "traces_left_out": len(traced) - len(kept),
         "edit_turn_tokens_needed": max(edit_sizes, default=0),
         "trace_reward": sum(s["reward"] for s in stats) / n,
         "model_tokens": sum(sum(e.mask) for e in examples),
@@ -372,9 +380,15 @@ def warmup_message(record: dict) -> str:
     return (
         f"warm-up: {record['steps']} supervised steps on scripted traces of {len(record['tasks'])} held-out "
         f"pack tasks ({record['examples']} segments, {record['model_tokens']} model tokens, "
-        f"{record['turns_left_out']} turns over the turn budget left out{f': {by_tool}' if by_tool else ''}); "
+        f"{record['turns_left_out']} turns over the turn budget left out{f': {by_tool}' if by_tool else ''}"
+        f"{_traces_left_out(record)}); "
         f"loss {record['loss_first']:.3f} -> {record['loss_last']:.3f} in {record['seconds']:.1f} s"
     )
+
+
+def _traces_left_out(record: dict) -> str:
+    dropped = record.get("traces_left_out", 0)
+    return f"; {dropped} traces without their fix turn left out" if dropped else ""
 
 
 def warmup_warning(record: dict, spec: EnvironmentSpec) -> str:

@@ -115,19 +115,34 @@ def test_a_warmup_that_shows_no_edit_says_so_and_names_the_turn_budget_that_woul
     from transformers import AutoTokenizer
 
     from gpu_jobs.agent.rendering import make_renderer
-    from gpu_jobs.agent.warmup import build_examples, warmup_message, warmup_warning
+    from gpu_jobs.agent.tools import ToolCall
+    from gpu_jobs.agent.warmup import (
+        build_examples,
+        minimal_fix_diff,
+        trace_examples,
+        turn_text,
+        warmup_message,
+        warmup_warning,
+    )
     from gpu_jobs.tiny_model import ensure_tiny_model
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model(MODEL_STORE))
     rows = pack_rows()[JOB_TASKS : JOB_TASKS + 2]
+    LOSSES = {"steps": 3, "loss_first": 2.0, "loss_last": 1.0, "seconds": 1.0}
+
+    def fix(row):
+        return ToolCall("apply_patch", {"diff": minimal_fix_diff(row)})
+
     tight = validate_environment(ENVIRONMENT)  # 72 tokens a turn: no fix turn fits
     _, record = build_examples(rows, tight, make_renderer(tokenizer, tight))
     assert record["traces_with_edit"] == 0
     assert record["left_out_by_tool"] == {"apply_patch": 2, "read_file": 2}
     needed = record["edit_turn_tokens_needed"]
     assert needed > tight.turn_tokens
-    record |= {"steps": 3, "loss_first": 2.0, "loss_last": 1.0, "seconds": 1.0}
-    assert "4 turns over the turn budget left out: apply_patch 2, read_file 2)" in warmup_message(record)
+    assert record["traces_left_out"] == 0  # none shows its fix: all are kept, for the call format
+    assert "4 turns over the turn budget left out: apply_patch 2, read_file 2)" in warmup_message(
+        record | LOSSES
+    )
     warning = warmup_warning(record, tight)
     assert warning.startswith(
         "warm-up: no trace shows an edit: every fix turn is over environment.turn_tokens (72)"
@@ -139,7 +154,21 @@ def test_a_warmup_that_shows_no_edit_says_so_and_names_the_turn_budget_that_woul
     )
     _, record = build_examples(rows, roomy, make_renderer(tokenizer, roomy))
     assert record["traces_with_edit"] == 2 and "apply_patch" not in record["left_out_by_tool"]
-    assert warmup_warning(record, roomy) == ""
+    assert record["traces_left_out"] == 0 and warmup_warning(record, roomy) == ""
+    # Between the two, only the traces that show their fix are trained on: the others would teach skipping it.
+    sizes = sorted(len(tokenizer.encode(turn_text("Fix the bug.", fix(row), tag="tool"))) for row in rows)
+    assert sizes[0] < sizes[1]
+    between = validate_environment(
+        {"turn_tokens": sizes[0], "token_budget": 5 * needed, "context_tokens": 8 * needed}
+    )
+    examples, record = build_examples(rows, between, make_renderer(tokenizer, between))
+    assert record["traces_with_edit"] == 1 and record["traces_left_out"] == 1
+    assert "; 1 traces without their fix turn left out)" in warmup_message({**record, **LOSSES})
+    fitting = min(
+        rows, key=lambda row: len(tokenizer.encode(turn_text("Fix the bug.", fix(row), tag="tool")))
+    )
+    alone, _ = trace_examples(fitting, between, make_renderer(tokenizer, between))
+    assert [e.ids for e in examples] == [e.ids for e in alone]
 
 
 def test_micro_batches_give_the_whole_batchs_loss_and_gradients(monkeypatch):
