@@ -4,6 +4,9 @@ The environment sends this file's source as the program and the diff on stdin. A
 none: every hunk is checked before anything is written. A hunk's context must match exactly; it may sit up
 to MAX_OFFSET lines away from where its header says (files change between turns). Paths may carry git's
 a/ and b/ prefixes; /dev/null creates or deletes a file; a path leading out of the folder is refused.
+A hunk whose header miscounts its lines is read to its last ' ', '-' or '+' line instead (git apply
+--recount): models write the lines right more often than the counts (SmolLM2 wrote "@@ -11,0 +12 @@" over
+one removed and one added line).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ def parse(text: str) -> list[tuple[str | None, str | None, list[list[str]]]]:
     files: list[tuple[str | None, str | None, list[list[str]]]] = []
     i = 0
     while i < len(lines):
-        if lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+        if _file_header(lines, i):
             old, new = _path(lines[i][4:]), _path(lines[i + 1][4:])
             files.append((old, new, []))
             i += 2
@@ -47,33 +50,51 @@ def parse(text: str) -> list[tuple[str | None, str | None, list[list[str]]]]:
         if match:
             if not files:
                 raise PatchError(f"line {i + 1}: a hunk before any '--- a/FILE' / '+++ b/FILE' header")
-            old_count = int(match.group(2) or 1)
-            new_count = int(match.group(4) or 1)
-            hunk: list[str] = [lines[i]]
-            i += 1
-            seen_old = seen_new = 0
-            while i < len(lines) and (seen_old < old_count or seen_new < new_count):
-                line = lines[i]
-                if line.startswith("\\"):  # "\ No newline at end of file"
-                    i += 1
-                    continue
-                mark = line[:1] or " "
-                if mark not in " -+":
-                    break
-                seen_old += mark in " -"
-                seen_new += mark in " +"
-                hunk.append(mark + line[1:])
-                i += 1
-            if seen_old != old_count or seen_new != new_count:
-                raise PatchError(
-                    f"hunk {hunk[0]!r}: its header counts {old_count} old and {new_count} new lines"
-                )
+            counts = (int(match.group(2) or 1), int(match.group(4) or 1))
+            end, hunk = _hunk(lines, i, counts)
+            if end is None:  # the header miscounts: read the lines that follow it instead
+                end, hunk = _hunk(lines, i, None)
+            if len(hunk) == 1:
+                raise PatchError(f"hunk {hunk[0]!r} holds no ' ', '-' or '+' line")
             files[-1][2].append(hunk)
+            i = end
             continue
         i += 1
     if not files:
         raise PatchError("no '--- a/FILE' / '+++ b/FILE' header found: is this a unified diff?")
     return files
+
+
+def _hunk(lines: list[str], i: int, counts: tuple[int, int] | None) -> tuple[int | None, list[str]]:
+    """The hunk whose header is lines[i] and the index after it: read to `counts` (old, new) lines, or, with
+    None, to the last line marked ' ', '-' or '+' before the next hunk or file header. (None, ...) when the
+    lines do not give the counts, or a removed or added line follows them."""
+    hunk = [lines[i]]
+    i += 1
+    seen_old = seen_new = 0
+    while i < len(lines) and (counts is None or seen_old < counts[0] or seen_new < counts[1]):
+        line = lines[i]
+        if line.startswith("\\"):  # "\ No newline at end of file"
+            i += 1
+            continue
+        mark = line[:1] or " "
+        if mark not in " -+" or (counts is None and (_file_header(lines, i) or _HUNK.match(line))):
+            break
+        seen_old += mark in " -"
+        seen_new += mark in " +"
+        hunk.append(mark + line[1:])
+        i += 1
+    if counts is None:
+        while len(hunk) > 1 and hunk[-1] == " ":  # blank lines after the hunk are not context
+            hunk.pop()
+            i -= 1
+        return i, hunk
+    follows = i < len(lines) and lines[i][:1] in "-+" and not _file_header(lines, i)
+    return (i if (seen_old, seen_new) == counts and not follows else None), hunk
+
+
+def _file_header(lines: list[str], i: int) -> bool:
+    return lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
 
 
 def apply_hunks(text: str, hunks: list[list[str]], name: str) -> str:
