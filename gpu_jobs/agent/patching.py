@@ -57,7 +57,7 @@ def parse(text: str) -> list[tuple[str | None, str | None, list[list[str]]]]:
             if len(hunk) == 1:
                 raise PatchError(f"hunk {hunk[0]!r} holds no ' ', '-' or '+' line")
             files[-1][2].append(hunk)
-            i = end
+            i = end if end is not None else len(lines)  # a recount always ends somewhere
             continue
         i += 1
     if not files:
