@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpu_jobs.agent.episode import EDITS, Episode
+from gpu_jobs.agent.episode import EDITS, Episode, edited
 from gpu_jobs.agent.rendering import make_renderer
 from gpu_jobs.agent.spec import EnvironmentSpec
 from gpu_jobs.agent.taskpack import held_out_rows
@@ -157,7 +157,7 @@ def trace_examples(row: dict, spec: EnvironmentSpec, renderer: Any) -> tuple[lis
         episode.abandon()
         raise
     result = episode.finish()
-    edits = sum(step.action is not None and step.action["name"] in EDITS for step in result.steps)
+    edits = int(edited(result.steps))  # the scripted fix applied (gpu_jobs.agent.episode.edited)
     return examples, {"turns": len(result.steps), "skipped": skipped, "edits": edits, "reward": result.reward}
 
 
