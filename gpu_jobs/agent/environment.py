@@ -25,6 +25,7 @@ from sandboxes.types import Limits, RunResult, Status
 _HERE = Path(__file__).parent
 RUNNER_SOURCE = (_HERE / "unittest_runner.py").read_text(encoding="utf-8")
 PATCH_SOURCE = (_HERE / "patching.py").read_text(encoding="utf-8")
+REPLACE_SOURCE = (_HERE / "replacing.py").read_text(encoding="utf-8")
 TOOL_OUTPUT_BYTES = 65536  # what the sandbox keeps of one call's output; the episode cuts it much shorter
 READ_FILE = "import json, sys\nwith open(json.load(sys.stdin)['path'], encoding='utf-8') as f:\n    print(f.read(), end='')\n"
 WRITE_FILE = (
@@ -127,7 +128,7 @@ class RepoEnvironment:
         """Run one tool call; its output as the model will see it (before truncation). Never raises."""
         started = time.monotonic()
         args = call.arguments
-        if call.name in ("read_file", "write_file"):
+        if call.name in ("read_file", "write_file", "replace_text"):
             path = PurePosixPath(args["path"])
             if not args["path"] or path.is_absolute() or ".." in path.parts:
                 return Observation(f"{call.name}: path must be relative, inside the repository", "error")
@@ -139,6 +140,8 @@ class RepoEnvironment:
             result = self.session.run("python", READ_FILE, stdin=json.dumps({"path": args["path"]}))
         elif call.name == "write_file":
             result = self.session.run("python", WRITE_FILE, stdin=json.dumps(args))
+        elif call.name == "replace_text":
+            result = self.session.run("python", REPLACE_SOURCE, stdin=json.dumps(args))
         elif call.name == "apply_patch":
             result = self.session.run("python", PATCH_SOURCE, stdin=args["diff"])
         elif call.name == "run_tests":

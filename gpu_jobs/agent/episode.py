@@ -304,7 +304,11 @@ class Episode:
         self.env.close()
 
 
-EDITS = ("write_file", "apply_patch")  # the calls that change the repository as the task means it
+EDITS = (
+    "write_file",
+    "replace_text",
+    "apply_patch",
+)  # the calls that change the repository as the task means it
 
 
 def tested_before_finish(steps: list[Step], end_reason: str) -> bool:
@@ -319,7 +323,7 @@ def tested_before_finish(steps: list[Step], end_reason: str) -> bool:
 
 
 def edited(steps: list[Step]) -> bool:
-    """Whether an edit of the episode applied (a write_file or apply_patch the sandbox ran without error):
+    """Whether an edit of the episode applied (an EDITS call the sandbox ran without error):
     with ``tested``, it tells "changed the code, ran the tests, finished" from "ran the tests and finished"."""
     return any(
         step.action is not None and step.action["name"] in EDITS and step.status == "ok" for step in steps

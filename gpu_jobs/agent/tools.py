@@ -27,6 +27,14 @@ TOOLS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
         "Create or overwrite a file of the repository.",
         {"path": ("string", "relative path"), "content": ("string", "the whole new text")},
     ),
+    "replace_text": (
+        "Replace the one place where a file holds the old text with the new text.",
+        {
+            "path": ("string", "relative path"),
+            "old": ("string", "the lines to replace, copied from the file"),
+            "new": ("string", "the lines to put there"),
+        },
+    ),
     "apply_patch": (
         "Apply a unified diff (as git diff or diff -u write it) to the repository.",
         {"diff": ("string", "the unified diff")},

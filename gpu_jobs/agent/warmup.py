@@ -68,28 +68,51 @@ class Example:
     mask: list[int]
 
 
-def minimal_fix_diff(row: dict) -> str:
-    """The fix of a pack row as a unified diff without context lines: the fewest tokens a model must write.
+def minimal_fix_edits(row: dict) -> list[ToolCall]:
+    """The fix of a pack row as ``replace_text`` calls, one per block of changed lines: the changed lines alone,
+    widened by a neighbouring line where they do not occur once in the module (or, for lines the fix only
+    adds, to hold the line they follow). Applied in order, they give the fixed module.
     Precondition: `row` is a pack row (``solution`` holds the fixed module, ``files`` the buggy one)."""
     ((module, fixed),) = row["solution"].items()
-    return "".join(
-        difflib.unified_diff(
-            row["files"][module].splitlines(keepends=True),
-            fixed.splitlines(keepends=True),
-            fromfile=f"a/{module}",
-            tofile=f"b/{module}",
-            n=0,
-        )
-    )
+    buggy = row["files"][module]
+    old_lines, new_lines = buggy.splitlines(keepends=True), fixed.splitlines(keepends=True)
+    blocks: list[list[int]] = []  # [i1, i2, j1, j2]: changed blocks, those one or two lines apart joined
+    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if blocks and i1 - blocks[-1][1] <= 2:
+            blocks[-1][1], blocks[-1][3] = i2, j2
+        else:
+            blocks.append([i1, i2, j1, j2])
+    calls = []
+    for i1, i2, j1, j2 in blocks:
+        before = after = 0
+        while True:
+            start, end = i1 - before, i2 + after
+            old = "".join(old_lines[start:end])
+            if old.strip() and buggy.count(old.rstrip("\n")) == 1:
+                break
+            if start > 0 and (after >= before or end >= len(old_lines)):
+                before += 1
+            elif end < len(old_lines):
+                after += 1
+            else:
+                break
+        new = "".join(old_lines[start:i1] + new_lines[j1:j2] + old_lines[i2:end])
+        arguments = {"path": module, "old": old.rstrip("\n"), "new": new.rstrip("\n")}
+        calls.append(ToolCall("replace_text", arguments))
+    return calls
 
 
 def scripted_turns(row: dict) -> list[tuple[str, ToolCall]]:
-    """What a scripted fixer does on a pack row: run the tests, read the module, patch, check, finish."""
+    """What a scripted fixer does on a pack row: run the tests, read the module, replace the buggy lines,
+    check, finish."""
     ((module, _),) = row["solution"].items()
     return [
         ("Run the tests.", ToolCall("run_tests")),
         ("Read the code.", ToolCall("read_file", {"path": module})),
-        ("Fix the bug.", ToolCall("apply_patch", {"diff": minimal_fix_diff(row)})),
+        *(("Fix the bug.", call) for call in minimal_fix_edits(row)),
         ("Check the fix.", ToolCall("run_tests")),
         FINISH,
     ]

@@ -256,3 +256,35 @@ def test_a_patch_that_does_not_apply_changes_nothing():
     assert result.steps[0].status == "failed"
     assert "patch not applied" in result.steps[0].observation
     assert result.reward == pytest.approx(2 / 3)
+
+
+def test_replace_text_fixes_the_bug_in_the_sandbox_and_a_miss_says_which_line_is_closest():
+    from gpu_jobs.agent.warmup import minimal_fix_edits
+
+    row = ROWS["clamp"]
+    (fix,) = minimal_fix_edits(row)
+    # Written without the module's indentation, as small models write it: it still applies.
+    unindented = ToolCall(
+        "replace_text",
+        {
+            "path": fix.arguments["path"],
+            "old": "if value > high:\nreturn low",
+            "new": "if value > high:\n    return high",
+        },
+    )
+    for call in (fix, unindented):
+        result = run_episode(row, SPEC, ScriptedPolicy([call, ToolCall("run_tests")]))
+        assert result.steps[0].status == "ok" and "replaced lines" in result.steps[0].observation
+        assert (
+            result.parts["solved"] == 1.0 and result.parts["edited"] == 1.0 and result.parts["tested"] == 1.0
+        )
+    miss = ToolCall("replace_text", {"path": fix.arguments["path"], "old": "return lo", "new": "return high"})
+    result = run_episode(row, SPEC, ScriptedPolicy([miss, ToolCall("run_tests")]))
+    assert result.steps[0].status == "failed" and result.parts["edited"] == 0.0
+    assert "not replaced: old occurs 2 times" in result.steps[0].observation
+    far = ToolCall("replace_text", {"path": fix.arguments["path"], "old": "return lowest", "new": "x"})
+    observation = run_episode(row, SPEC, ScriptedPolicy([far])).steps[0].observation
+    assert "old does not occur in bounds.py; the closest line is" in observation
+    outside = ToolCall("replace_text", {"path": "../bounds.py", "old": "a", "new": "b"})
+    result = run_episode(row, SPEC, ScriptedPolicy([outside]))
+    assert result.steps[0].status == "error" and "inside the repository" in result.steps[0].observation

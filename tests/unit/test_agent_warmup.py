@@ -73,41 +73,47 @@ def test_a_scripted_trace_is_the_conversation_a_rollout_sees_with_only_the_model
     assert info == {"turns": 5, "skipped": [], "edits": 1, "reward": 1.0}
     own = tokenizer.decode([t for t, m in zip(example.ids, example.mask, strict=True) if m])
     names = [parse_turn(part + "</tool>").call.name for part in own.split("</tool>")[:-1]]
-    assert names == ["run_tests", "read_file", "apply_patch", "run_tests", "finish"]
+    assert names == ["run_tests", "read_file", "replace_text", "run_tests", "finish"]
     seen = tokenizer.decode([t for t, m in zip(example.ids, example.mask, strict=True) if not m])
     assert seen.startswith("You fix bugs") and "FAIL" in seen and "<observation>" in seen
     # The tiny model's budget: turns that do not fit are left out, and summaries start new segments.
     tight = validate_environment(ENVIRONMENT)
     examples, info = trace_examples(row, tight, make_renderer(tokenizer, tight))
-    assert [tool for tool, _ in info["skipped"]] == ["read_file", "apply_patch"]
+    assert [tool for tool, _ in info["skipped"]] == ["read_file", "replace_text"]
     assert all(size > tight.turn_tokens for _, size in info["skipped"])
     assert info["turns"] == 3 and info["edits"] == 0  # run_tests, run_tests, finish
     assert len(examples) >= 2 and all(len(e.ids) <= tight.context_tokens for e in examples)
 
 
-def test_the_scripted_fix_is_the_shortest_diff_and_it_fixes_every_pack_task(tmp_path):
-    """The warm-up's fix has no context lines (it must fit a small model's turn budget); the patch tool the
-    sandbox runs applies it to the buggy module and gives the fixed one, for every task of the pack."""
+def test_the_scripted_fix_replaces_only_the_changed_lines_and_fixes_every_pack_task(tmp_path):
+    """The warm-up's fix is one replace_text call of the changed lines (it must fit a small model's turn
+    budget: no diff headers, no context beyond what makes the old text occur once); the program the sandbox
+    runs for the tool applies it to the buggy module and gives the fixed one, for every task of the pack."""
+    import json
     import subprocess
     import sys
 
     from gpu_jobs.agent import environment
-    from gpu_jobs.agent.warmup import minimal_fix_diff
+    from gpu_jobs.agent.warmup import minimal_fix_edits
 
-    program = tmp_path / "patching.py"
-    program.write_text(environment.PATCH_SOURCE)
+    program = tmp_path / "replacing.py"
+    program.write_text(environment.REPLACE_SOURCE)
     for row in pack_rows():
         ((module, fixed),) = row["solution"].items()
-        diff = minimal_fix_diff(row)
-        assert len(diff) < len(row["fix_diff"]), row["task"]
-        assert not [line for line in diff.splitlines()[2:] if line.startswith(" ")], row["task"]
         folder = tmp_path / row["task"]
         folder.mkdir()
         (folder / module).write_text(row["files"][module])
+        calls = minimal_fix_edits(row)
+        assert len(calls) == 1, row["task"]
+        arguments = calls[0].arguments
+        assert len(arguments["old"]) + len(arguments["new"]) < len(row["fix_diff"]), row["task"]
+        assert row["files"][module].count(arguments["old"]) == 1, row["task"]
         done = subprocess.run(
-            [sys.executable, str(program)], input=diff, text=True, cwd=folder, capture_output=True
-        )
+            [sys.executable, str(program)], input=json.dumps(arguments), text=True, cwd=folder,
+            capture_output=True,
+        )  # fmt: skip
         assert done.returncode == 0, (row["task"], done.stdout, done.stderr)
+        assert done.stdout.startswith("replaced line"), row["task"]
         assert (folder / module).read_text() == fixed, row["task"]
 
 
@@ -115,10 +121,9 @@ def test_a_warmup_that_shows_no_edit_says_so_and_names_the_turn_budget_that_woul
     from transformers import AutoTokenizer
 
     from gpu_jobs.agent.rendering import make_renderer
-    from gpu_jobs.agent.tools import ToolCall
     from gpu_jobs.agent.warmup import (
         build_examples,
-        minimal_fix_diff,
+        minimal_fix_edits,
         trace_examples,
         turn_text,
         warmup_message,
@@ -131,16 +136,17 @@ def test_a_warmup_that_shows_no_edit_says_so_and_names_the_turn_budget_that_woul
     LOSSES = {"steps": 3, "loss_first": 2.0, "loss_last": 1.0, "seconds": 1.0}
 
     def fix(row):
-        return ToolCall("apply_patch", {"diff": minimal_fix_diff(row)})
+        (call,) = minimal_fix_edits(row)
+        return call
 
     tight = validate_environment(ENVIRONMENT)  # 72 tokens a turn: no fix turn fits
     _, record = build_examples(rows, tight, make_renderer(tokenizer, tight))
     assert record["traces_with_edit"] == 0
-    assert record["left_out_by_tool"] == {"apply_patch": 2, "read_file": 2}
+    assert record["left_out_by_tool"] == {"read_file": 2, "replace_text": 2}
     needed = record["edit_turn_tokens_needed"]
     assert needed > tight.turn_tokens
     assert record["traces_left_out"] == 0  # none shows its fix: all are kept, for the call format
-    assert "4 turns over the turn budget left out: apply_patch 2, read_file 2)" in warmup_message(
+    assert "4 turns over the turn budget left out: read_file 2, replace_text 2)" in warmup_message(
         record | LOSSES
     )
     warning = warmup_warning(record, tight)
@@ -153,7 +159,7 @@ def test_a_warmup_that_shows_no_edit_says_so_and_names_the_turn_budget_that_woul
         {"turn_tokens": needed, "token_budget": 5 * needed, "context_tokens": 8 * needed}
     )
     _, record = build_examples(rows, roomy, make_renderer(tokenizer, roomy))
-    assert record["traces_with_edit"] == 2 and "apply_patch" not in record["left_out_by_tool"]
+    assert record["traces_with_edit"] == 2 and "replace_text" not in record["left_out_by_tool"]
     assert record["traces_left_out"] == 0 and warmup_warning(record, roomy) == ""
     # Between the two, only the traces that show their fix are trained on: the others would teach skipping it.
     sizes = sorted(len(tokenizer.encode(turn_text("Fix the bug.", fix(row), tag="tool"))) for row in rows)
