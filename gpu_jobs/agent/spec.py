@@ -32,7 +32,7 @@ TOOL_FORMATS = ("auto", "plain", "chat_template")
 REWARD_NAMES = ("tests", "format", "turns", "finished", "tested", "edited", "solved")
 # An environment that fits the tiny model (gpu_jobs.tiny_model: 512 positions, one token per character): a short
 # system prompt and small observations. A run_tests turn ("Run the tests.\n<tool>...</tool>") is 65 characters;
-# read_file and apply_patch turns do not fit 72 and are left out of its warm-up traces.
+# read_file and replace_text turns do not fit 72 and are left out of its warm-up traces.
 TINY_MODEL_ENVIRONMENT = {
     "max_turns": 4,
     "turn_tokens": 72,

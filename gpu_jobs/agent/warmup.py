@@ -7,14 +7,16 @@ in the job's environment, the job first trains the model, supervised, on scripte
 - Tasks: the repo-fix pack's tasks neither the job's rows nor its held-out rows hold (``held_out_rows``,
   matched by task name and by files), so the warm-up never sees the scripted fix of a task the job then trains
   on or is judged on.
-- Traces: each task's scripted turns (run the tests, read the module, apply the fix, run the tests, finish),
-  played in a real sandbox session through ``Episode``, so the observations, limits and running summary are
-  what a rollout has. The fix is the shortest diff that applies (no context lines: ``minimal_fix_diff``), so
-  that it fits a small turn budget: with the pack's 3-line-context ``fix_diff``, 32 of the 33 fix turns were
-  over SmolLM2's default 96 tokens and its warm-up showed no edit at all; with none, 22 fit. A turn longer
-  than the turn budget is still left out (a model writing it would be cut off), and the job's log says which
-  tools' turns were, warning when no trace shows an edit. A trace whose fix was left out is dropped when
-  others show theirs (``build_examples``).
+- Traces: each task's scripted turns (run the tests, read the module, replace the buggy lines, run the tests,
+  finish), played in a real sandbox session through ``Episode``, so the observations, limits and running
+  summary are what a rollout has. The fix is a ``replace_text`` call of the changed lines alone
+  (``minimal_fix_edits``), so that it fits a small turn budget: as a diff with the pack's 3 lines of context,
+  32 of the 33 fix turns were over SmolLM2's default 96 tokens and its warm-up showed no edit at all; as a
+  diff without context, 22 fit, and the patches SmolLM2 then wrote were refused (headers, counts, removed
+  lines not in the file); as the changed lines, 30 fit (median 68 tokens). A turn longer than the turn budget
+  is still left out (a model writing it would be cut off), and the job's log says which tools' turns were,
+  warning when no trace shows an edit. A trace whose fix was left out is dropped when others show theirs
+  (``build_examples``).
 - Tokens: rendered by the job's renderer (gpu_jobs.agent.rendering.make_renderer: plain ``<tool>`` tags, the
   chat template's tool format with ``<tool_call>`` tags, or chat turns with ``<tool>`` tags where the template
   drops the tools), segment by segment as ``rollout_func`` builds them;
