@@ -222,11 +222,14 @@ class RolloutRecorder:
         self.concurrent = concurrent
         # Score each distinct (row, completion) once (score_distinct) when True, every completion if not.
         self.distinct = distinct
-        # Guards pending and step_metrics: concurrent reward functions finish on worker threads.
+        # Guards scoring, pending and step_metrics: concurrent reward functions finish on worker threads.
         self.lock = threading.Lock()
         self.per_step = config.rollouts_per_step
         self.sink = sink
-        self.pending: dict[str, list[ScoreResult]] = {}
+        # Per step, the verifiers' results so far: with generate_ahead two steps' batches can be scored at once
+        # (the next batch's rewards start before the last one's end, on a loaded host).
+        self.scoring: dict[int, dict[str, list[ScoreResult]]] = defaultdict(dict)
+        self.pending: dict[str, list[ScoreResult]] = {}  # the step being reported, all its verifiers' results
         self.group_size = config.num_generations
         # Set by main when the domain sampler is in use: told which domains' groups gave a learning signal.
         self.domain_weights: DomainWeights | None = None
@@ -253,9 +256,10 @@ class RolloutRecorder:
             with self.lock:
                 self.step_metrics[step][f"verify_time/{name}"] = time.perf_counter() - started
                 self.step_metrics[step][f"verify_distinct/{name}"] = float(distinct)
-                self.pending[name] = results
+                self.scoring[step][name] = results
                 # Whichever verifier finishes last reports the step (in concurrent mode any may be last).
-                if len(self.pending) == len(self.weights):
+                if len(self.scoring[step]) == len(self.weights):
+                    self.pending = self.scoring.pop(step)
                     self._report(step=step, rows=rows, kwargs=kwargs, prompts=prompts, texts=texts)
             return [result.score for result in results]
 

@@ -116,3 +116,32 @@ def test_sequential_mode_keeps_plain_functions_and_scores_every_sample_without_d
     assert scorer.batches == [[answer, answer, answer, "0"]]
     assert recorder.step_metrics[7]["pass_rate"] == 0.75
     assert len(sink.of_kind("rollout")) == 2
+
+
+def test_two_steps_scored_at_once_are_each_reported_with_their_own_results(tmp_path):
+    """With generate_ahead, the next batch's rewards can start before the last batch's end (a loaded host):
+    verifier a of step 7, a of step 8, b of step 7, b of step 8. Each step is reported once, with its own
+    batch's results (before, step 8's a overwrote step 7's, step 7 was reported with it and step 8 never)."""
+    from gpu_jobs.ahead import STEP_COLUMN
+
+    verifiers = [
+        {"name": "a", "spec": {"type": "exact_match", "reference_field": "answer"}, "weight": 1.0},
+        {"name": "b", "spec": {"type": "exact_match", "reference_field": "answer"}, "weight": 1.0},
+    ]
+    sink = ListSink()
+    recorder = RolloutRecorder(config=recorder_config(tmp_path, verifiers), sink=sink, concurrent=False)
+    a = recorder.reward_function(name="a", scorer=build_scorer(verifiers[0]["spec"]))
+    b = recorder.reward_function(name="b", scorer=build_scorer(verifiers[1]["spec"]))
+    right = [ROWS[0]["answer"], ROWS[0]["answer"]]
+    wrong = ["x", "y"]
+    step_7 = {**batch([0, 0], right), STEP_COLUMN: [7, 7]}
+    step_8 = {**batch([0, 0], wrong), STEP_COLUMN: [8, 8]}
+    assert a(**step_7) == [1.0, 1.0] and a(**step_8) == [0.0, 0.0]
+    assert sink.of_kind("rollout") == []  # neither step has all its verifiers yet
+    assert b(**step_7) == [1.0, 1.0] and b(**step_8) == [0.0, 0.0]
+    rollouts = sink.of_kind("rollout")
+    assert sorted({r["step"] for r in rollouts}) == [7, 8]
+    for rollout in rollouts:
+        expected = 1.0 if rollout["step"] == 7 else 0.0
+        assert rollout["parts"] == {"a": expected, "b": expected}, rollout
+    assert recorder.step_metrics[7]["pass_rate"] == 1.0 and recorder.step_metrics[8]["pass_rate"] == 0.0
