@@ -56,8 +56,8 @@ def replace(text: str, old: str, new: str, name: str) -> tuple[str, str]:
     size = len(wanted)
     matches = [i for i in range(len(lines) - size + 1) if stripped[i : i + size] == stripped_wanted]
     if not matches:
-        first = next(line for line in wanted if line.strip())
-        raise ReplaceError(f"old does not occur in {name}{_closest(lines, first)}")
+        first_wanted = next(line for line in wanted if line.strip())
+        raise ReplaceError(f"old does not occur in {name}{_closest(lines, first_wanted)}")
     if len(matches) > 1:
         raise ReplaceError(
             f"old occurs {len(matches)} times in {name} (blanks ignored); include more of its lines so that it occurs once"
