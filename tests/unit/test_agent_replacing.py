@@ -5,9 +5,7 @@ lines take that place's indentation; anything else changes nothing and says why.
 import pytest
 
 from gpu_jobs.agent import replacing
-
-SOURCE = "def total(values):\n    out = 0\n    for v in values:\n        out -= v\n    return out\n"
-FIXED = SOURCE.replace("out -= v", "out += v")
+from tests.unit.test_agent_patching import FIXED, SOURCE  # the same module and fix as the patcher's tests
 
 
 @pytest.fixture
