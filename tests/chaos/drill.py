@@ -103,12 +103,18 @@ def assert_nothing_lost(api, job: dict) -> list[dict]:
 
 
 def wait_ready(cluster, api, deployment_id: int, *, besides: set[int] = frozenset()) -> dict:
-    """The deployment once a replica other than `besides` is ready (it fails the drill if it failed)."""
+    """The deployment once it and a replica other than `besides` are ready (it fails the drill if it failed).
+
+    Both, not the replica alone: the detail reads the deployment and its replicas in two queries, so a poll can
+    fall between them and show a replica turned ready beside its deployment still starting."""
     detail = wait_for(
         lambda: api.get(f"/deployments/{deployment_id}").json(),
         lambda d: (
             d["state"] in ("failed", "stopped")
-            or any(r["state"] == "ready" and r["id"] not in besides for r in d["replica_set"])
+            or (
+                d["state"] == "ready"
+                and any(r["state"] == "ready" and r["id"] not in besides for r in d["replica_set"])
+            )
         ),
         timeout_s=180,
         what="a ready replica",
