@@ -9,6 +9,10 @@ through `build_scorer(...).score_batch` on a warm pool. The in-process figure ex
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from itertools import cycle, islice
 from pathlib import Path
@@ -57,6 +61,42 @@ def exec_rate(*, repeats: int = 3) -> tuple[float, int]:
         best = max(best, len(verdicts) / (time.perf_counter() - started))
         wrong = sum(1 for got, want in zip(verdicts, expected, strict=True) if got != want)
     return best, wrong
+
+
+# Run by a fresh python3: fork and reap FORKS children that exit at once, as the zygote forks a runner per check,
+# and print the CPU each fork cost the parent and the child (rusage), in milliseconds.
+FORK_PROGRAM = """
+import gc, json, os, resource
+gc.freeze()
+forks = int(os.environ["FORKS"])
+def cpu(who):
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+parent, child = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
+for _ in range(forks):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+print(json.dumps({"parent_ms": (cpu(resource.RUSAGE_SELF) - parent) / forks * 1000,
+                  "child_ms": (cpu(resource.RUSAGE_CHILDREN) - child) / forks * 1000}))
+"""
+
+
+def fork_floor(*, forks: int = 500) -> dict[str, float]:
+    """The CPU one fork of a bare interpreter costs on this host (parent and child, ms), and the checks/s that
+    bounds with a runner forked per check on all of this host's cores (the runner's own work comes on top)."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", FORK_PROGRAM],
+        env={"FORKS": str(forks)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    costs = json.loads(done.stdout)
+    per_fork_ms = costs["parent_ms"] + costs["child_ms"]
+    return {**costs, "ceiling": (os.cpu_count() or 1) * 1000 / per_fork_ms}
 
 
 def _exec_check(program: str, test: str) -> float:

@@ -14,8 +14,9 @@ code tasks' asserts in the python-science profile (numpy preloaded); and the svg
 sheet_formulas (spreadsheet, LibreOffice) packs' references. The docker rows need the
 Podman Docker API and the image (`make sandbox-image`); they are left out, with the reason, without them.
 Before them, HumanEval (bench/sandbox_scaling.py): its 164 canonical and 164 broken solutions in one batch through
-the verifier on each warm pool, beside the same checks exec'd in one process, as a ratio; then checks/s by batch
-size (1, 8, 64, 512) and pool size (1, 2, 4), plotted to docs/figures/sandbox_scaling.png.
+the verifier on each warm pool, beside the same checks exec'd in one process, as a ratio, and beside the CPU that
+a bare interpreter's fork and exit costs on this host (a runner is forked per check: no check outruns it); then
+checks/s by batch size (1, 8, 64, 512) and pool size (1, 2, 4), plotted to docs/figures/sandbox_scaling.png.
 Goals on 2 cores: warm >= 500 HumanEval checks/s; trivial warm p50 < 10 ms.
 
 Run: .venv/bin/python bench/sandbox_throughput.py [--rounds N] [--part all|tasks|humaneval|scaling]
@@ -187,6 +188,12 @@ def humaneval_figures() -> float:
     print(f"HumanEval, 164 canonical + 164 broken, one batch of 328; load average {_load()}")
     print(
         f"  exec in one process (unsandboxed, 1 core): {exec_per_second:.0f} checks/s, {wrong} wrong verdicts"
+    )
+    floor = sandbox_scaling.fork_floor()
+    print(
+        f"  fork and exit of a bare interpreter (a runner's floor): {floor['parent_ms']:.2f} ms of CPU in the "
+        f"parent, {floor['child_ms']:.2f} in the child: at most {floor['ceiling']:.0f} forks/s on "
+        f"{os.cpu_count()} cores"
     )
     backends = [("bwrap", lambda: BwrapBackend(pool_size=WORKERS, recycle_after=5000))]
     docker_problem = DockerBackend().engine_problem()
