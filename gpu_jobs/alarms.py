@@ -20,6 +20,7 @@ ALARM_NAMES = (
     "forgetting",
     "reward_tampering",
     "episodes_cut_short",
+    "tool_calls_fading",
 )
 # Agent episodes: the limits that cut an episode short (its end reason, from the step metric
 # "episode/end/<reason>"), each with the environment setting that sets it.
@@ -30,6 +31,8 @@ CUT_SHORT = {
 }
 # Step metrics of code verifiers (only for steps a verifier that runs code scored): the share and the
 # number of the step's rollouts scored as tampering with the grader (gpu_jobs.rewards.base.TAMPERING_PART).
+# Agent episodes: the share of the step's turns that held a well-formed tool call (the environment's format part).
+VALID_CALLS = "episode/format"
 TAMPERING_SHARE = "tampering"
 TAMPERING_COUNT = "tampering_count"
 
@@ -59,6 +62,11 @@ class AlarmWatch:
     - ``episodes_cut_short`` (agent jobs): for ``cut_short_steps`` steps in a row, at least ``cut_short_share``
       of the episodes ended on one of the limits in CUT_SHORT rather than by finishing or running out of turns:
       the reward then rates what the model did before the cut, and the message names the setting to raise.
+    - ``tool_calls_fading`` (agent jobs): the share of turns holding a well-formed tool call fell below
+      ``fading_ratio`` of its level at the job's first step (when that was at least ``fading_floor``): the
+      policy is unlearning the tool-call format, so its episodes stop acting. Seen with SmolLM2 after a warm-up
+      (bench/agent_learning.py, seed 1): 92% -> 0% in 3 steps at beta 0, as partial test credit paid a
+      repository left alone more than a wrong edit.
     """
 
     def __init__(
@@ -72,6 +80,8 @@ class AlarmWatch:
         tampering: TamperingLog | None = None,
         cut_short_share: float = 0.5,
         cut_short_steps: int = 3,
+        fading_ratio: float = 0.5,
+        fading_floor: float = 0.2,
     ) -> None:
         self.weights = {name: weight for name, weight in weights.items() if weight > 0}
         self.window = window
@@ -87,6 +97,9 @@ class AlarmWatch:
         self.cut_short_share = cut_short_share
         self.cut_short_steps = cut_short_steps
         self.cut_short_run = 0
+        self.fading_ratio = fading_ratio
+        self.fading_floor = fading_floor
+        self.first_valid_calls: tuple[int, float] | None = None  # (step, share) of the first agent step
 
     def observe(self, metrics: dict) -> list[Alarm]:
         step = int(metrics.get("step", 0))
@@ -96,6 +109,7 @@ class AlarmWatch:
             "part_dominates": self._part_dominates(metrics),
             "reward_tampering": self._reward_tampering(step, metrics),
             "episodes_cut_short": self._episodes_cut_short(metrics),
+            "tool_calls_fading": self._tool_calls_fading(step, metrics),
         }
         raised = []
         for name, message in conditions.items():
@@ -172,6 +186,24 @@ class AlarmWatch:
             f"for {self.cut_short_run} steps, {total:.0%} of the episodes were cut short before they finished "
             f"(most by {reason}: {shares[reason]:.0%}), so their reward rates what the model did before the cut: "
             f"raise the environment's {CUT_SHORT[reason]}, or give the model fewer or shorter turns"
+        )
+
+    def _tool_calls_fading(self, step: int, metrics: dict) -> str | None:
+        share = metrics.get(VALID_CALLS)
+        if not isinstance(share, int | float):
+            return None  # not an agent step
+        if self.first_valid_calls is None:
+            self.first_valid_calls = (step, float(share))
+            return None
+        first_step, first = self.first_valid_calls
+        if first < self.fading_floor or share >= self.fading_ratio * first:
+            return None
+        return (
+            f"the turns with a well-formed tool call fell from {first:.0%} at step {first_step} to {share:.0%}: "
+            "the policy is unlearning the tool-call format, so its episodes stop acting on the repository. A "
+            "reward that pays a partly passing repository left alone more than a wrong edit pushes it there: "
+            "keep the policy near its start (beta above 0), give the format a larger weight, or lower the "
+            "learning rate"
         )
 
     def _reward_tampering(self, step: int, metrics: dict) -> str | None:

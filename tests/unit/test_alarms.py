@@ -71,3 +71,20 @@ def test_agent_episodes_cut_short_by_a_limit_name_the_setting_to_raise():
     # Running out of turns, or finishing, is how an episode is meant to end; steps of other jobs have no episodes.
     ended = {"episode/end/turn_limit": 0.6, "episode/end/finished": 0.4}
     assert feed(AlarmWatch(weights={"environment": 1.0}), [ended] * 6 + [{"reward": 1.0}] * 6) == []
+
+
+def test_agent_tool_calls_fading_from_the_first_step_name_what_to_change():
+    watch = AlarmWatch(weights={"environment": 1.0})
+    shares = [0.92, 0.6, 0.5, 0.1, 0.0, 0.8, 0.3]
+    raised = feed(watch, [{"episode/format": share, "episode/end/turn_limit": 1.0} for share in shares])
+    # Below half of step 1's 92% at step 4 (50% is not), once while it lasts, again after it recovered (step 6).
+    assert [(a.name, a.step) for a in raised] == [("tool_calls_fading", 4), ("tool_calls_fading", 7)]
+    assert "from 92% at step 1 to 10%" in raised[0].message and "beta" in raised[0].message
+
+
+def test_tool_calls_never_learned_or_steps_without_episodes_raise_no_fading():
+    # A model that starts without the format (no warm-up) has nothing to lose; other jobs have no episodes.
+    rows = [{"episode/format": share} for share in (0.1, 0.0, 0.05)] + [{"reward": 1.0}] * 3
+    assert feed(AlarmWatch(weights={"environment": 1.0}), rows) == []
+    steady = [{"episode/format": share} for share in (0.7, 0.5, 0.9, 0.4)]
+    assert feed(AlarmWatch(weights={"environment": 1.0}), steady) == []
