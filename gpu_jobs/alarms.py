@@ -29,10 +29,10 @@ CUT_SHORT = {
     "token_budget": "token_budget (model tokens of a whole episode)",
     "context_limit": "context_tokens (the prompt the model sees at a turn)",
 }
-# Step metrics of code verifiers (only for steps a verifier that runs code scored): the share and the
-# number of the step's rollouts scored as tampering with the grader (gpu_jobs.rewards.base.TAMPERING_PART).
 # Agent episodes: the share of the step's turns that held a well-formed tool call (the environment's format part).
 VALID_CALLS = "episode/format"
+# Step metrics of code verifiers (only for steps a verifier that runs code scored): the share and the
+# number of the step's rollouts scored as tampering with the grader (gpu_jobs.rewards.base.TAMPERING_PART).
 TAMPERING_SHARE = "tampering"
 TAMPERING_COUNT = "tampering_count"
 
