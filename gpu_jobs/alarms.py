@@ -65,8 +65,8 @@ class AlarmWatch:
     - ``tool_calls_fading`` (agent jobs): the share of turns holding a well-formed tool call fell below
       ``fading_ratio`` of its level at the job's first step (when that was at least ``fading_floor``): the
       policy is unlearning the tool-call format, so its episodes stop acting. Seen with SmolLM2 after a warm-up
-      (bench/agent_learning.py, seed 1): 92% -> 0% in 3 steps at beta 0, as partial test credit paid a
-      repository left alone more than a wrong edit.
+      (bench/agent_learning.py, seed 1, lr 2e-4): 92% -> 0% in 3 steps at beta 0 and after one update at beta
+      0.04, as partial test credit paid a repository left alone more than a wrong edit.
     """
 
     def __init__(
@@ -202,8 +202,8 @@ class AlarmWatch:
             f"the turns with a well-formed tool call fell from {first:.0%} at step {first_step} to {share:.0%}: "
             "the policy is unlearning the tool-call format, so its episodes stop acting on the repository. A "
             "reward that pays a partly passing repository left alone more than a wrong edit pushes it there: "
-            "keep the policy near its start (beta above 0), give the format a larger weight, or lower the "
-            "learning rate"
+            "lower the learning rate, keep the policy near its start (beta above 0), or give the format a "
+            "larger weight"
         )
 
     def _reward_tampering(self, step: int, metrics: dict) -> str | None:

@@ -77,7 +77,7 @@ def test_agent_tool_calls_fading_from_the_first_step_name_what_to_change():
     watch = AlarmWatch(weights={"environment": 1.0})
     shares = [0.92, 0.6, 0.5, 0.1, 0.0, 0.8, 0.3]
     raised = feed(watch, [{"episode/format": share, "episode/end/turn_limit": 1.0} for share in shares])
-    # Below half of step 1's 92% at step 4 (50% is not), once while it lasts, again after it recovered (step 6).
+    # Below half of step 1's 92% at step 4 (50% is not), once while it lasts; again at step 7, after step 6's 80%.
     assert [(a.name, a.step) for a in raised] == [("tool_calls_fading", 4), ("tool_calls_fading", 7)]
     assert "from 92% at step 1 to 10%" in raised[0].message and "beta" in raised[0].message
 
