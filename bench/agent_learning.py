@@ -44,7 +44,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 from bench.learning_smollm import run_job  # noqa: E402
 from gpu_jobs.agent.spec import TINY_MODEL_ENVIRONMENT  # noqa: E402
 from gpu_jobs.smollm import SMOLLM2_NAME, ensure_smollm2  # noqa: E402
-from tests.stack import Stack  # noqa: E402
 
 SMOLLM2_EPISODE_S = 1800.0
 HABITS = {
@@ -170,7 +169,54 @@ def spread(values: list[float], share: bool) -> str:
     return f"{shown[0]} ({shown[1]}-{shown[2]})"
 
 
+def agent_config(args: argparse.Namespace, seed: int, *, store: Path, output_dir: Path, overrides: dict):
+    """The job this bench launches for ``seed`` (the same tasks, held-out tasks and settings), as a GRPOJobConfig
+    to run in this process: ``scripts/gpu_smoke.py --agent`` runs it on a GPU, without the platform."""
+    from gpu_jobs.agent.taskpack import pack_rows
+    from gpu_jobs.config import GRPOJobConfig
+
+    rows = pack_rows()
+    return GRPOJobConfig(
+        **{**job_params(args, seed), **overrides},
+        model_store=str(store),
+        output_dir=str(output_dir),
+        rows=rows[: args.train_tasks],
+        eval_rows=rows[args.train_tasks :][: args.held_tasks],
+        verifiers=[],
+    )
+
+
+def report_seed(seed: int, title: str, wall_s: float, events: list[dict]) -> tuple[dict, dict]:
+    """Prints one seed's held-out habits by step and its training episodes' trend; (first, last) evaluation."""
+    by_step = evaluations(events)
+    first, last = by_step[min(by_step)], by_step[max(by_step)]
+    print(f"\nseed {seed} ({title}): wall {wall_s / 60:.1f} min", flush=True)
+    for key, label in HABITS.items():
+        curve = ", ".join(f"{step}: {figures[key]:.2f}" for step, figures in sorted(by_step.items()))
+        print(f"  {label:<32} {first[key]:.2f} -> {last[key]:.2f}   by step {curve}", flush=True)
+    window, trend = training_trend(events)
+    for key, (start, end) in trend.items():
+        print(
+            f"  training episodes, {TRAINING[key]:<21} first {window} steps {start:.2f}, "
+            f"last {window} {end:.2f}"
+        )
+    return first, last
+
+
+def report_seeds(args: argparse.Namespace, seeds: list[int], runs: list[tuple[dict, dict]]) -> None:
+    each = "one greedy episode" if args.eval_episodes == 1 else f"{args.eval_episodes} sampled episodes"
+    print(f"\nover seeds {seeds} ({args.held_tasks} held-out tasks, {each} each):")
+    print(f"  {'':<32} {'warm-up alone':<20} {'after GRPO':<20}")
+    for key, label in HABITS.items():
+        share = key != "turns"
+        before = spread([first[key] for first, _ in runs], share)
+        after = spread([last[key] for _, last in runs], share)
+        print(f"  {label:<32} {before:<20} {after:<20}")
+
+
 def main() -> None:
+    from tests.stack import Stack
+
     args = parser().parse_args()
     seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
     if args.model == "smollm2":
@@ -192,27 +238,8 @@ def main() -> None:
                 api, name=f"agent habit seed {seed}", train=train, held_out=held, verifiers=[],
                 params=job_params(args, seed),
             )  # fmt: skip
-            by_step = evaluations(done["events"])
-            first, last = by_step[min(by_step)], by_step[max(by_step)]
-            runs.append((first, last))
-            print(f"\nseed {seed} (job {done['id']}): wall {done['wall_s'] / 60:.1f} min", flush=True)
-            for key, label in HABITS.items():
-                curve = ", ".join(f"{step}: {figures[key]:.2f}" for step, figures in sorted(by_step.items()))
-                print(f"  {label:<32} {first[key]:.2f} -> {last[key]:.2f}   by step {curve}", flush=True)
-            window, trend = training_trend(done["events"])
-            for key, (start, end) in trend.items():
-                print(
-                    f"  training episodes, {TRAINING[key]:<21} first {window} steps {start:.2f}, "
-                    f"last {window} {end:.2f}"
-                )
-        each = "one greedy episode" if args.eval_episodes == 1 else f"{args.eval_episodes} sampled episodes"
-        print(f"\nover seeds {seeds} ({args.held_tasks} held-out tasks, {each} each):")
-        print(f"  {'':<32} {'warm-up alone':<20} {'after GRPO':<20}")
-        for key, label in HABITS.items():
-            share = key != "turns"
-            before = spread([first[key] for first, _ in runs], share)
-            after = spread([last[key] for _, last in runs], share)
-            print(f"  {label:<32} {before:<20} {after:<20}")
+            runs.append(report_seed(seed, f"job {done['id']}", done["wall_s"], done["events"]))
+        report_seeds(args, seeds, runs)
     finally:
         stack.stop()
 

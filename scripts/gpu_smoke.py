@@ -3,7 +3,10 @@
 By default the job is bench/learning_smollm.py's, unchanged: SmolLM2-135M-Instruct with LoRA on one
 reasoning-gym domain (chain_sum), its own checker plus a one-word format check, the held-out prompts evaluated
 before and after. ``--model tiny`` runs the demo job's spec instead (gpu_jobs.addition DEMO_*: two-digit
-addition, exact match plus Python tests in sandboxes). Either way with ``device="cuda"``: TRL trains in bf16 with
+addition, exact match plus Python tests in sandboxes). ``--agent "ARGS"`` runs bench/agent_learning.py's agent job
+instead, ARGS being that bench's own options (repo-fix training and held-out tasks, the supervised warm-up, the
+held-out habits before and after per seed), its episodes' sandboxes on this host's bubblewrap. Either way with
+``device="cuda"``: TRL trains in bf16 with
 gradient checkpointing and generates rollouts with vLLM in colocate mode (gpu_jobs.device). On a host without a
 CUDA device, or without vLLM when it is asked for, it says so and exits with status 2 instead of failing
 half-way.
@@ -11,6 +14,7 @@ half-way.
     .venv/bin/python scripts/gpu_smoke.py                       # SmolLM2 on chain_sum, 20 steps
     .venv/bin/python scripts/gpu_smoke.py --domain basic_arithmetic --steps 40
     .venv/bin/python scripts/gpu_smoke.py --model tiny --no-vllm
+    .venv/bin/python scripts/gpu_smoke.py --agent "--model smollm2 --steps 16 --warmup-steps 24 --seeds 0,1"
     accelerate launch --num_processes 4 scripts/gpu_smoke.py    # more GPUs (TRL shards the batch)
 
 Needs the GPU host's set (requirements/gpu.txt: vLLM and the torch it wants).
@@ -30,6 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
+
+from gpu_jobs.sink import ListSink  # noqa: E402
 
 NOT_READY = 2
 
@@ -66,6 +72,12 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--no-vllm", action="store_true", help="generate with transformers, not vLLM")
     parser.add_argument("--store", default=str(ROOT / "var" / "models"), help="model store")
+    parser.add_argument(
+        "--agent",
+        metavar="ARGS",
+        help="run bench/agent_learning.py's agent job with these options of that bench (quoted: \"--model "
+        'smollm2 --seeds 0,1") instead of --model/--domain',
+    )
     args = parser.parse_args()
     use_vllm = not args.no_vllm
     problem = host_problem(use_vllm=use_vllm)
@@ -83,6 +95,8 @@ def main() -> int:
 
     device = torch.cuda.get_device_name(0)
     print(f"gpu-smoke: {torch.cuda.device_count()} CUDA device(s), running on {device}", flush=True)
+    if args.agent is not None:
+        return run_agent(args.agent, store=Path(args.store), on_gpu={"device": "cuda", "use_vllm": use_vllm})
     on_gpu = {"max_steps": args.steps, "device": "cuda", "use_vllm": use_vllm}
     with tempfile.TemporaryDirectory(prefix="anneal-gpu-smoke-") as tmp:
         if args.model == SMOLLM2_NAME:
@@ -131,6 +145,62 @@ def main() -> int:
                 f"-> {last[key]:.1%}"
             )
     print(f"gpu-smoke: final reward {summary['reward']}, checkpoint kept in a temporary folder (removed)")
+    return 0
+
+
+class ProgressSink(ListSink):
+    """A ListSink that also prints each step's agent figures, each held-out evaluation and each alarm as they
+    come, so that a run stopped at its host's time limit still shows how far it got."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        self.label = label
+
+    def emit(self, kind: str, payload: dict) -> None:
+        super().emit(kind, payload)
+        line = ""
+        if kind == "metric" and "eval_agent/solved" in payload:
+            shown = ("solved", "edited_then_tested", "tested_before_finish", "valid_calls", "turns")
+            line = "held-out " + " ".join(
+                f"{key} {payload.get(f'eval_agent/{key}', float('nan')):.2f}" for key in shown
+            )
+        elif kind == "metric" and "episode/format" in payload:
+            shown = ("reward", "episode/tests", "episode/edited_then_tested", "episode/format", "step_time")
+            line = "train " + " ".join(f"{key} {payload.get(key, float('nan')):.2f}" for key in shown)
+        elif kind == "alarm":
+            line = f"alarm {payload.get('name')}: {str(payload.get('message', ''))[:240]}"
+        if line:
+            print(f"gpu-smoke: {self.label} step {payload.get('step')}: {line}", flush=True)
+
+
+def run_agent(options: str, *, store: Path, on_gpu: dict) -> int:
+    """bench/agent_learning.py's job for each of its seeds, in this process; its report per seed and over seeds."""
+    import shlex
+
+    from bench import agent_learning
+    from gpu_jobs.grpo import main as run_job
+    from gpu_jobs.sink import FolderCheckpointStore
+    from gpu_jobs.smollm import ensure_smollm2
+
+    args = agent_learning.parser().parse_args(shlex.split(options))
+    seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
+    if args.model == "smollm2":
+        ensure_smollm2(store)
+    runs = []
+    for seed in seeds:
+        with tempfile.TemporaryDirectory(prefix="anneal-gpu-agent-") as tmp:
+            config = agent_learning.agent_config(
+                args, seed, store=store, output_dir=Path(tmp) / "job", overrides=on_gpu
+            )
+            sink = ProgressSink(f"seed {seed}")
+            started = time.perf_counter()
+            run_job(config, sink=sink, checkpoints=FolderCheckpointStore(Path(tmp) / "kept"))
+            wall = time.perf_counter() - started
+        events = [{"kind": kind, "payload": payload} for kind, payload in sink.events]
+        step_times = [m["step_time"] for m in sink.of_kind("metric") if "step_time" in m]
+        median = f", median step {statistics.median(step_times):.1f} s" if step_times else ""
+        runs.append(agent_learning.report_seed(seed, f"model {config.model}{median}", wall, events))
+    agent_learning.report_seeds(args, seeds, runs)
     return 0
 
 
