@@ -26,7 +26,8 @@ first use): LoRA (--lora-rank, default 16) after a full-weight warm-up at --warm
 own chat turns with the tool instructions in the system message, the environment's default limits (6 turns
 of 96 tokens, 1024 tokens of context) but 30 minutes of wall time per episode (its batched turns are slow on
 a CPU), with activation checkpointing on. Meant for a GPU host: on 2 CPU cores its warm-up alone takes tens of
-minutes.
+minutes. On a GPU host without the platform, `scripts/gpu_smoke.py --agent "OPTIONS"` runs the same job (this
+bench's OPTIONS) in one process and prints the same report.
 """
 
 from __future__ import annotations

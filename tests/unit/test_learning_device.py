@@ -1,6 +1,8 @@
 """The GPU path, checked without a GPU: what a job's device settings become in TRL's config on each kind of
 host, the refusals that name the field, and `make gpu-smoke` on a host without CUDA."""
 
+import importlib.util
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -105,9 +107,10 @@ def test_job_config_checks_the_device_fields(tmp_path, overrides, field):
         GRPOJobConfig(**values, **overrides)
 
 
-def test_gpu_smoke_on_a_host_without_cuda_says_so_and_exits_non_zero():
+@pytest.mark.parametrize("options", [["--steps", "1"], ["--agent", "--model smollm2 --seeds 0"]])
+def test_gpu_smoke_on_a_host_without_cuda_says_so_and_exits_non_zero(options):
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu_smoke.py"), "--steps", "1"],
+        [sys.executable, str(ROOT / "scripts" / "gpu_smoke.py"), *options],
         capture_output=True,
         text=True,
         timeout=120,
@@ -115,3 +118,59 @@ def test_gpu_smoke_on_a_host_without_cuda_says_so_and_exits_non_zero():
     assert result.returncode == 2
     assert "no CUDA device on this host" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def load_gpu_smoke():
+    spec = importlib.util.spec_from_file_location("gpu_smoke", ROOT / "scripts" / "gpu_smoke.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_smoke_agent_runs_the_benchs_job_on_the_tasks_the_bench_asks_the_platform_for(tmp_path):
+    from bench import agent_learning
+    from gpu_jobs.agent.taskpack import pack_rows
+
+    options = "--model smollm2 --train-tasks 5 --held-tasks 3 --lr 3e-5 --beta 0.04 --habit 0.5 --seeds 2"
+    args = agent_learning.parser().parse_args(shlex.split(options))
+    config = agent_learning.agent_config(
+        args, 2, store=tmp_path, output_dir=tmp_path / "job", overrides={"device": "cuda", "use_vllm": False}
+    )
+    # POST /datasets/packs/agent takes pack_rows()[offset:][:limit]: the bench asks for limit 5, then offset 5.
+    assert [row["task"] for row in config.rows] == [row["task"] for row in pack_rows()[:5]]
+    assert [row["task"] for row in config.eval_rows] == [row["task"] for row in pack_rows()[5:8]]
+    assert config.verifiers == []
+    params = agent_learning.job_params(args, 2)
+    for name in (
+        "model",
+        "lora_rank",
+        "learning_rate",
+        "beta",
+        "seed",
+        "max_steps",
+        "activation_checkpointing",
+    ):
+        assert getattr(config, name) == params[name], name
+    assert config.environment["formula"] == params["environment"]["formula"]
+    assert (config.device, config.use_vllm) == ("cuda", False)
+
+
+def test_the_agent_runs_progress_sink_prints_steps_evaluations_and_alarms_as_they_come(capsys):
+    sink = load_gpu_smoke().ProgressSink("seed 3")
+    sink.emit(
+        "metric", {"step": 0, "eval_agent/solved": 0.25, "eval_agent/valid_calls": 0.5, "eval_agent/turns": 4}
+    )
+    sink.emit("metric", {"step": 1, "reward": 0.6, "episode/format": 0.9, "step_time": 12.0})
+    sink.emit("metric", {"step": 1, "loss": 0.1})
+    sink.emit(
+        "alarm", {"name": "tool_calls_fading", "step": 2, "message": "the turns with a well-formed call fell"}
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "gpu-smoke: seed 3 step 0: held-out solved 0.25 edited_then_tested nan tested_before_finish nan "
+        "valid_calls 0.50 turns 4.00",
+        "gpu-smoke: seed 3 step 1: train reward 0.60 episode/tests nan episode/edited_then_tested nan "
+        "episode/format 0.90 step_time 12.00",
+        "gpu-smoke: seed 3 step 2: alarm tool_calls_fading: the turns with a well-formed call fell",
+    ]
+    assert len(sink.events) == 4
