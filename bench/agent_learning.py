@@ -15,6 +15,7 @@ finished), of turns with a valid tool call, and the mean turns, before and after
     .venv/bin/python bench/agent_learning.py --habit 0.2           # reward the habit: tests + 0.2 * tested
     .venv/bin/python bench/agent_learning.py --habit 0.5 --habit-on edited_then_tested
     .venv/bin/python bench/agent_learning.py --beta 0.04           # a KL penalty against the warmed-up model
+    .venv/bin/python bench/agent_learning.py --max-turns 8         # room to retry after a wrong edit
     .venv/bin/python bench/agent_learning.py --held-tasks 16 --eval-episodes 4   # a finer held-out measure
 
 The reward is the environment's (tests + 0.1 * format) unless --habit gives the habit a weight
@@ -47,6 +48,7 @@ from gpu_jobs.agent.spec import TINY_MODEL_ENVIRONMENT  # noqa: E402
 from gpu_jobs.smollm import SMOLLM2_NAME, ensure_smollm2  # noqa: E402
 
 SMOLLM2_EPISODE_S = 1800.0
+TOKENS_PER_TURN = 64  # the environment's default budget: 384 tokens over 6 turns
 HABITS = {
     "solved": "held-out tasks solved",
     "tested_before_finish": "ran the tests before finishing",
@@ -80,6 +82,11 @@ def parser() -> argparse.ArgumentParser:
         "'edited_then_tested' (edited * tested: only after an edit that applied)",
     )  # fmt: skip
     parser.add_argument("--beta", type=float, default=0.0, help="KL penalty against the warmed-up model")
+    parser.add_argument(
+        "--max-turns", type=int, default=None,
+        help="model turns per episode (environment.max_turns, default the environment's), the episode's token "
+        "budget scaled with it (64 tokens a turn, as the default 6 turns of 384)",
+    )  # fmt: skip
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument(
         "--eval-episodes", type=int, default=1,
@@ -103,6 +110,9 @@ def job_params(args: argparse.Namespace, seed: int) -> dict:
         "warmup_sft_batch_size": 4,
         "eval_episodes": args.eval_episodes,
     }
+    if args.max_turns is not None:
+        environment["max_turns"] = args.max_turns
+        environment["token_budget"] = TOKENS_PER_TURN * args.max_turns
     if args.habit:
         habit = "edited * tested" if args.habit_on == "edited_then_tested" else "tested"
         environment["formula"] = f"tests + 0.1 * format + {args.habit} * {habit}"

@@ -131,7 +131,7 @@ def test_gpu_smoke_agent_runs_the_benchs_job_on_the_tasks_the_bench_asks_the_pla
     from bench import agent_learning
     from gpu_jobs.agent.taskpack import pack_rows
 
-    options = "--model smollm2 --train-tasks 5 --held-tasks 3 --lr 3e-5 --beta 0.04 --habit 0.5 --seeds 2"
+    options = "--model smollm2 --train-tasks 5 --held-tasks 3 --lr 3e-5 --beta 0.04 --habit 0.5 --max-turns 8 --seeds 2"
     args = agent_learning.parser().parse_args(shlex.split(options))
     config = agent_learning.agent_config(
         args, 2, store=tmp_path, output_dir=tmp_path / "job", overrides={"device": "cuda", "use_vllm": False}
@@ -152,6 +152,7 @@ def test_gpu_smoke_agent_runs_the_benchs_job_on_the_tasks_the_bench_asks_the_pla
     ):
         assert getattr(config, name) == params[name], name
     assert config.environment["formula"] == params["environment"]["formula"]
+    assert (config.environment["max_turns"], config.environment["token_budget"]) == (8, 8 * 64)
     assert (config.device, config.use_vllm) == ("cuda", False)
 
 
