@@ -79,6 +79,7 @@ def main() -> int:
         'smollm2 --seeds 0,1") instead of --model/--domain',
     )
     args = parser.parse_args()
+    agent = agent_options(args.agent, store=Path(args.store)) if args.agent is not None else None
     use_vllm = not args.no_vllm
     problem = host_problem(use_vllm=use_vllm)
     if problem:
@@ -95,8 +96,8 @@ def main() -> int:
 
     device = torch.cuda.get_device_name(0)
     print(f"gpu-smoke: {torch.cuda.device_count()} CUDA device(s), running on {device}", flush=True)
-    if args.agent is not None:
-        return run_agent(args.agent, store=Path(args.store), on_gpu={"device": "cuda", "use_vllm": use_vllm})
+    if agent is not None:
+        return run_agent(agent, store=Path(args.store), on_gpu={"device": "cuda", "use_vllm": use_vllm})
     on_gpu = {"max_steps": args.steps, "device": "cuda", "use_vllm": use_vllm}
     with tempfile.TemporaryDirectory(prefix="anneal-gpu-smoke-") as tmp:
         if args.model == SMOLLM2_NAME:
@@ -173,17 +174,39 @@ class ProgressSink(ListSink):
             print(f"gpu-smoke: {self.label} step {payload.get('step')}: {line}", flush=True)
 
 
-def run_agent(options: str, *, store: Path, on_gpu: dict) -> int:
-    """bench/agent_learning.py's job for each of its seeds, in this process; its report per seed and over seeds."""
+def agent_options(options: str, *, store: Path) -> argparse.Namespace:
+    """bench/agent_learning.py's options as given to --agent, checked on any host before anything runs: a wrong
+    option, seed list or setting exits 2 with argparse's message naming it."""
     import shlex
 
+    from bench import agent_learning
+
+    parser = agent_learning.parser()
+    parser.prog = "gpu_smoke.py --agent"
+    args = parser.parse_args(shlex.split(options))
+    try:
+        args.seed_list = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
+    except ValueError:
+        parser.error(f"--seeds: {args.seeds!r} is not a comma-separated list of integers")
+    if not args.seed_list:
+        parser.error("--seeds: name at least one seed")
+    try:
+        agent_learning.agent_config(
+            args, args.seed_list[0], store=store, output_dir=store / "check", overrides={}
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+    return args
+
+
+def run_agent(args: argparse.Namespace, *, store: Path, on_gpu: dict) -> int:
+    """bench/agent_learning.py's job for each of its seeds, in this process; its report per seed and over seeds."""
     from bench import agent_learning
     from gpu_jobs.grpo import main as run_job
     from gpu_jobs.sink import FolderCheckpointStore
     from gpu_jobs.smollm import ensure_smollm2
 
-    args = agent_learning.parser().parse_args(shlex.split(options))
-    seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
+    seeds = args.seed_list
     if args.model == "smollm2":
         ensure_smollm2(store)
     runs = []

@@ -120,6 +120,27 @@ def test_gpu_smoke_on_a_host_without_cuda_says_so_and_exits_non_zero(options):
     assert "Traceback" not in result.stderr + result.stdout
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ("--model smollm2 --bogus 1", "unrecognized arguments: --bogus 1"),
+        ("--seeds 0,one", "--seeds: '0,one' is not a comma-separated list of integers"),
+        ("--model smollm2 --max-turns 1", "environment.turn_tokens: 96 is more than token_budget (64)"),
+    ],
+)
+def test_gpu_smoke_agent_names_a_wrong_option_on_any_host_before_it_runs(options, message):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_smoke.py"), "--agent", options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "gpu_smoke.py --agent: error: " + message in result.stderr
+    assert "no CUDA device" not in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
 def load_gpu_smoke():
     spec = importlib.util.spec_from_file_location("gpu_smoke", ROOT / "scripts" / "gpu_smoke.py")
     module = importlib.util.module_from_spec(spec)
