@@ -87,12 +87,23 @@ def parser() -> argparse.ArgumentParser:
         help="model turns per episode (environment.max_turns, default the environment's), the episode's token "
         "budget scaled with it (64 tokens a turn, as the default 6 turns of 384)",
     )  # fmt: skip
-    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--seeds", type=seed_list, default="0,1", help="comma-separated, one job each")
     parser.add_argument(
         "--eval-episodes", type=int, default=1,
         help="held-out episodes per task: 1 greedy, more sampled at --temperature (environment.eval_episodes)",
     )  # fmt: skip
     return parser
+
+
+def seed_list(text: str) -> list[int]:
+    """--seeds: "0,1" -> [0, 1]; argparse reports the ValueError's message against the option."""
+    try:
+        seeds = [int(seed) for seed in text.split(",") if seed.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("name at least one seed")
+    return seeds
 
 
 def job_params(args: argparse.Namespace, seed: int) -> dict:
@@ -229,7 +240,7 @@ def main() -> None:
     from tests.stack import Stack
 
     args = parser().parse_args()
-    seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
+    seeds = args.seeds
     if args.model == "smollm2":
         ensure_smollm2(Path(os.environ.setdefault("ANNEAL_MODEL_STORE", str(ROOT / "var" / "models"))))
     stack = Stack(Path(tempfile.mkdtemp(prefix="anneal-agent-learning-")))

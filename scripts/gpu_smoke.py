@@ -176,7 +176,7 @@ class ProgressSink(ListSink):
 
 def agent_options(options: str, *, store: Path) -> argparse.Namespace:
     """bench/agent_learning.py's options as given to --agent, checked on any host before anything runs: a wrong
-    option, seed list or setting exits 2 with argparse's message naming it."""
+    option, seed list (the bench's parser checks it) or setting exits 2 with argparse's message naming it."""
     import shlex
 
     from bench import agent_learning
@@ -185,14 +185,8 @@ def agent_options(options: str, *, store: Path) -> argparse.Namespace:
     parser.prog = "gpu_smoke.py --agent"
     args = parser.parse_args(shlex.split(options))
     try:
-        args.seed_list = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
-    except ValueError:
-        parser.error(f"--seeds: {args.seeds!r} is not a comma-separated list of integers")
-    if not args.seed_list:
-        parser.error("--seeds: name at least one seed")
-    try:
         agent_learning.agent_config(
-            args, args.seed_list[0], store=store, output_dir=store / "check", overrides={}
+            args, args.seeds[0], store=store, output_dir=store / "check", overrides={}
         )
     except ValueError as exc:
         parser.error(str(exc))
@@ -206,7 +200,7 @@ def run_agent(args: argparse.Namespace, *, store: Path, on_gpu: dict) -> int:
     from gpu_jobs.sink import FolderCheckpointStore
     from gpu_jobs.smollm import ensure_smollm2
 
-    seeds = args.seed_list
+    seeds = args.seeds
     if args.model == "smollm2":
         ensure_smollm2(store)
     runs = []

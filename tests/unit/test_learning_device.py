@@ -124,7 +124,7 @@ def test_gpu_smoke_on_a_host_without_cuda_says_so_and_exits_non_zero(options):
     "options, message",
     [
         ("--model smollm2 --bogus 1", "unrecognized arguments: --bogus 1"),
-        ("--seeds 0,one", "--seeds: '0,one' is not a comma-separated list of integers"),
+        ("--seeds 0,one", "argument --seeds: '0,one' is not a comma-separated list of integers"),
         ("--model smollm2 --max-turns 1", "environment.turn_tokens: 96 is more than token_budget (64)"),
     ],
 )
