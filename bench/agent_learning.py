@@ -16,6 +16,7 @@ finished), of turns with a valid tool call, and the mean turns, before and after
     .venv/bin/python bench/agent_learning.py --habit 0.5 --habit-on edited_then_tested
     .venv/bin/python bench/agent_learning.py --beta 0.04           # a KL penalty against the warmed-up model
     .venv/bin/python bench/agent_learning.py --max-turns 8         # room to retry after a wrong edit
+    .venv/bin/python bench/agent_learning.py --mutants 8 --warmup-mutants 8   # more bugs per repository
     .venv/bin/python bench/agent_learning.py --held-tasks 16 --eval-episodes 4   # a finer held-out measure
 
 The reward is the environment's (tests + 0.1 * format) unless --habit gives the habit a weight
@@ -87,6 +88,14 @@ def parser() -> argparse.ArgumentParser:
         help="model turns per episode (environment.max_turns, default the environment's), the episode's token "
         "budget scaled with it (64 tokens a turn, as the default 6 turns of 384)",
     )  # fmt: skip
+    parser.add_argument(
+        "--mutants", type=int, default=0,
+        help="per training repository, this many more of its bugs as training tasks (the pack's 'mutants')",
+    )  # fmt: skip
+    parser.add_argument(
+        "--warmup-mutants", type=int, default=0,
+        help="per warm-up repository, this many more of its bugs traced (environment.warmup_mutants)",
+    )  # fmt: skip
     parser.add_argument("--seeds", type=seed_list, default="0,1", help="comma-separated, one job each")
     parser.add_argument(
         "--eval-episodes", type=int, default=1,
@@ -120,6 +129,7 @@ def job_params(args: argparse.Namespace, seed: int) -> dict:
         "warmup_sft_learning_rate": args.warmup_lr or (5e-5 if smollm2 else 2e-3),
         "warmup_sft_batch_size": 4,
         "eval_episodes": args.eval_episodes,
+        "warmup_mutants": args.warmup_mutants,
     }
     if args.max_turns is not None:
         environment["max_turns"] = args.max_turns
@@ -194,7 +204,7 @@ def spread(values: list[float], share: bool) -> str:
 def agent_config(args: argparse.Namespace, seed: int, *, store: Path, output_dir: Path, overrides: dict):
     """The job this bench launches for ``seed`` (the same tasks, held-out tasks and settings), as a GRPOJobConfig
     to run in this process: ``scripts/gpu_smoke.py --agent`` runs it on a GPU, without the platform."""
-    from gpu_jobs.agent.taskpack import pack_rows
+    from gpu_jobs.agent.taskpack import pack_rows, with_mutants
     from gpu_jobs.config import GRPOJobConfig
 
     rows = pack_rows()
@@ -202,7 +212,7 @@ def agent_config(args: argparse.Namespace, seed: int, *, store: Path, output_dir
         **{**job_params(args, seed), **overrides},
         model_store=str(store),
         output_dir=str(output_dir),
-        rows=rows[: args.train_tasks],
+        rows=with_mutants(rows[: args.train_tasks], args.mutants),
         eval_rows=rows[args.train_tasks :][: args.held_tasks],
         verifiers=[],
     )
@@ -247,7 +257,7 @@ def main() -> None:
     stack.start()
     try:
         api = stack.client(stack.member("agent", team="Agents"))
-        train = pack(api, name="repo-fix train", limit=args.train_tasks)
+        train = pack(api, name="repo-fix train", limit=args.train_tasks, mutants=args.mutants)
         held = pack(api, name="repo-fix held-out", offset=args.train_tasks, limit=args.held_tasks)
         print(
             f"training tasks: pack 0-{args.train_tasks - 1}; held-out: {args.train_tasks}-"

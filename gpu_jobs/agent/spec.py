@@ -45,6 +45,7 @@ TINY_MODEL_ENVIRONMENT = {
 
 
 MAX_EVAL_EPISODES = 16
+MAX_WARMUP_MUTANTS = 32
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,14 @@ class EnvironmentSpec:
     warmup_sft_batch_size: int = field(
         default=8, metadata={"help": "Traces (conversation segments) per warm-up step."}
     )
+    warmup_mutants: int = field(
+        default=0,
+        metadata={
+            "help": "Besides its planted bug, this many more bugs in each warm-up repository, traced alike: "
+            "one-token mutations its tests catch (gpu_jobs.agent.taskpack.mutants), so the warm-up shows "
+            f"more fixes of the kinds the pack plants. At most {MAX_WARMUP_MUTANTS}; 0: none."
+        },
+    )
     eval_episodes: int = field(
         default=1,
         metadata={
@@ -97,7 +106,8 @@ class EnvironmentSpec:
 
 
 _INTS = {"max_turns": 1, "turn_tokens": 1, "token_budget": 1, "context_tokens": 16, "observation_chars": 16,
-         "tmpfs_mb": 4, "warmup_sft_steps": 0, "warmup_sft_batch_size": 1, "eval_episodes": 1}  # fmt: skip
+         "tmpfs_mb": 4, "warmup_sft_steps": 0, "warmup_sft_batch_size": 1, "eval_episodes": 1,
+         "warmup_mutants": 0}  # fmt: skip
 _NUMBERS = ("tool_timeout_s", "episode_timeout_s")
 _WEIGHTS = ("tests_weight", "format_weight", "turn_penalty")
 MAX_TOOL_TIMEOUT_S = 60.0
@@ -137,6 +147,10 @@ def validate_environment(value: object) -> EnvironmentSpec:
                 raise ValueError(f"environment.{key}: must be >= 0, got {v}")
     if value.get("warmup_sft_steps", 0) > MAX_WARMUP_SFT_STEPS:
         raise ValueError(f"environment.warmup_sft_steps: at most {MAX_WARMUP_SFT_STEPS}")
+    if value.get("warmup_mutants", 0) > MAX_WARMUP_MUTANTS:
+        raise ValueError(
+            f"environment.warmup_mutants: at most {MAX_WARMUP_MUTANTS} per repository, got {value['warmup_mutants']}"
+        )
     if value.get("eval_episodes", 1) > MAX_EVAL_EPISODES:
         raise ValueError(
             f"environment.eval_episodes: at most {MAX_EVAL_EPISODES} episodes per held-out task, "

@@ -5,8 +5,10 @@ not break), so GRPO's group-normalised advantage is zero and it learns nothing. 
 in the job's environment, the job first trains the model, supervised, on scripted episodes:
 
 - Tasks: the repo-fix pack's tasks neither the job's rows nor its held-out rows hold (``held_out_rows``,
-  matched by task name and by files), so the warm-up never sees the scripted fix of a task the job then trains
-  on or is judged on.
+  matched by repository and by files), so the warm-up never sees the scripted fix of a task the job then
+  trains on or is judged on. With ``warmup_mutants``, each of those repositories also brings that many more of
+  its bugs (gpu_jobs.agent.taskpack.mutants), traced alike: more fixes to learn from, in no repository the job
+  holds.
 - Traces: each task's scripted turns (run the tests, read the module, replace the buggy lines, run the tests,
   finish), played in a real sandbox session through ``Episode``, so the observations, limits and running
   summary are what a rollout has. The fix is a ``replace_text`` call of the changed lines alone
@@ -44,7 +46,7 @@ from typing import Any
 from gpu_jobs.agent.episode import EDITS, Episode, edited
 from gpu_jobs.agent.rendering import make_renderer
 from gpu_jobs.agent.spec import EnvironmentSpec
-from gpu_jobs.agent.taskpack import held_out_rows
+from gpu_jobs.agent.taskpack import held_out_rows, with_mutants
 from gpu_jobs.agent.tools import ToolCall
 
 WARMUP_FOLDER = "warmup-model"
@@ -353,7 +355,7 @@ def warm_up_model(
         raise ValueError(
             "environment.warmup_sft_steps: no task-pack task is left out of the job's rows and held-out rows"
         )
-    examples, record = build_examples(held_out, spec, renderer)
+    examples, record = build_examples(with_mutants(held_out, spec.warmup_mutants), spec, renderer)
     if not examples:
         raise ValueError(
             "environment.warmup_sft_steps: no scripted turn fits the turn budget; raise environment.turn_tokens"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 
+from gpu_jobs.agent.taskpack.mutants import mutant_tasks, repo_of
 from gpu_jobs.agent.taskpack.tasks import TASKS, Task
 
 DOMAIN = "repo_fix"
@@ -56,10 +57,24 @@ def pack_rows(limit: int | None = None) -> list[dict]:
 
 
 def held_out_rows(rows: list[dict]) -> list[dict]:
-    """The task pack's rows for the tasks `rows` do not hold (by ``task`` name or by identical files)."""
-    names = {str(row.get("task")) for row in rows if isinstance(row, dict) and row.get("task")}
+    """The task pack's rows for the repositories `rows` do not hold: by ``task`` name (a mutant ``<task>~<n>``
+    holds its task's repository) or by identical files."""
+    repos = {repo_of(str(row.get("task"))) for row in rows if isinstance(row, dict) and row.get("task")}
     files = [row.get("files") for row in rows if isinstance(row, dict)]
-    return [row for row in pack_rows() if row["task"] not in names and row["files"] not in files]
+    return [row for row in pack_rows() if row["task"] not in repos and row["files"] not in files]
 
 
-__all__ = ["DOMAIN", "TASKS", "Task", "held_out_rows", "pack_rows", "task_row"]
+def with_mutants(rows: list[dict], per_repo: int) -> list[dict]:
+    """`rows`, each pack task followed by up to `per_repo` more bugs in its repository
+    (gpu_jobs.agent.taskpack.mutants); rows that are not pack tasks bring none."""
+    tasks = {task.name: task for task in TASKS}
+    grown = []
+    for row in rows:
+        grown.append(row)
+        task = tasks.get(str(row.get("task"))) if per_repo and isinstance(row, dict) else None
+        if task is not None:
+            grown.extend(task_row(mutant) for mutant in mutant_tasks(task, per_repo))
+    return grown
+
+
+__all__ = ["DOMAIN", "TASKS", "Task", "held_out_rows", "pack_rows", "task_row", "with_mutants"]

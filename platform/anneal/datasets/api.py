@@ -407,6 +407,7 @@ class AgentPackCreateApi(TeamScopedView):
         name = serializers.CharField()
         limit = serializers.IntegerField(default=None, allow_null=True)
         offset = serializers.IntegerField(default=0)
+        mutants = serializers.IntegerField(default=0)
 
     @extend_schema(
         request=AgentPackInput,
@@ -414,7 +415,9 @@ class AgentPackCreateApi(TeamScopedView):
         description="Make a dataset version of the repo-fix task pack (small repositories with a planted bug "
         "and their tests; train on it with an environment job): {dataset_version}. limit tasks from the "
         "offset-th on (all by default): e.g. offset 0 limit 12 to train and offset 12 limit 8 as the held-out "
-        "set (eval_dataset_version) of repositories the job never trains on.",
+        "set (eval_dataset_version) of repositories the job never trains on. mutants (0 by default, at most "
+        "32): each task followed by up to that many other bugs in its repository that its tests catch, for more "
+        "training tasks without more repositories.",
     )
     def post(self, request):
         from anneal.datasets.pack_services import agent_task_pack_create

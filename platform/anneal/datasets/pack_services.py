@@ -69,14 +69,17 @@ def domain_pack_create(
 
 
 def agent_task_pack_create(
-    *, team: Team, user: User, name: str, limit: int | None = None, offset: int = 0
+    *, team: Team, user: User, name: str, limit: int | None = None, offset: int = 0, mutants: int = 0
 ) -> DatasetVersion:
     """The repo-fix task pack (gpu_jobs.agent.taskpack: small repositories, a bug planted in each, their
     tests) as a new version of dataset ``name``: ``limit`` tasks (all when None) from the ``offset``-th on, so
-    a training set and a held-out set of other repositories can be made apart. Its rows carry ``files``,
+    a training set and a held-out set of other repositories can be made apart; with ``mutants``, each task is
+    followed by up to that many other bugs in the same repository (gpu_jobs.agent.taskpack.mutants), so a
+    training set holds more tasks without more repositories. Its rows carry ``files``,
     ``test_files``, ``solution`` and ``fix_diff``: a job trains on it with an environment
     (GRPOJobConfig.environment), and bench/agent_episodes.py runs the same rows as a benchmark."""
-    from gpu_jobs.agent.taskpack import TASKS, pack_rows
+    from gpu_jobs.agent.spec import MAX_WARMUP_MUTANTS
+    from gpu_jobs.agent.taskpack import TASKS, pack_rows, with_mutants
 
     name = (name or "").strip()
     if not name:
@@ -90,11 +93,15 @@ def agent_task_pack_create(
             f"must be between 1 and {len(TASKS) - offset} (the tasks in the pack from offset {offset} on)",
             field="limit",
         )
-    rows = pack_rows()[offset:][:limit]
+    if isinstance(mutants, bool) or not 0 <= mutants <= MAX_WARMUP_MUTANTS:
+        raise InputError(f"must be between 0 and {MAX_WARMUP_MUTANTS} per repository", field="mutants")
+    rows = with_mutants(pack_rows()[offset:][:limit], mutants)
     stats = _Stats(token_counter("tiny"))
     for row in rows:
         stats.add(row)
     recipe = {"source": "agent_taskpack", "pack": "repo_fix", "tasks": [row["task"] for row in rows]}
+    if mutants:
+        recipe["mutants"] = mutants
     with transaction.atomic():
         return dataset_version_create_from_rows(
             team=team,

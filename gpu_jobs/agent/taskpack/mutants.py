@@ -1,0 +1,164 @@
+"""More bugs in the pack's repositories: one-token mutations of each correct module, kept where its tests fail.
+
+The pack has one planted bug per repository. Training an agent on 12 repositories means 12 fixes to learn
+from; a warm-up on the others, 13 traces. Mutation testing's operators give each repository many more bugs of
+the same kinds the pack plants (a comparison's boundary, an operator, a constant off by one, ``and`` for
+``or``), and so many more tasks and traces, without a repository the held-out set holds ever being seen.
+
+- ``candidate_bugs(source)``: every one-token mutation of a module, as the ``(old, new)`` text replacement a
+  ``Task`` plants: the whole line changed (two lines where one is not unique), so the fix is that line.
+- ``MUTANTS``: the candidates whose tests fail (at least one), found by running each repository's tests
+  on each candidate in a sandbox (``scripts/build_mutants.py``, which writes ``mutants.json``; a test runs
+  them again). A candidate every test still passes is equivalent or untested, and is not a task. The hint is
+  what the failing test reported.
+- ``mutant_tasks(task)``: those as ``Task``s named ``<task>~<n>``; ``repo_of`` names the repository either way.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from functools import cache
+from itertools import pairwise
+from pathlib import Path
+
+from gpu_jobs.agent.taskpack.tasks import TASKS, Task
+
+DATA = Path(__file__).with_name("mutants.json")
+SEPARATOR = "~"
+
+SWAPS = {
+    ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="), ast.GtE: (">=", ">"),
+    ast.Eq: ("==", "!="), ast.NotEq: ("!=", "=="), ast.Add: ("+", "-"), ast.Sub: ("-", "+"),
+    ast.Mult: ("*", "+"), ast.FloorDiv: ("//", "/"), ast.Div: ("/", "//"), ast.Mod: ("%", "//"),
+}  # fmt: skip
+BOOL_SWAPS = {ast.And: ("and", "or"), ast.Or: ("or", "and")}
+# Names, attributes and literals swapped for their opposite.
+WORD_SWAPS = {
+    "min": "max", "max": "min", "any": "all", "all": "any", "lower": "upper", "upper": "lower",
+    "True": "False", "False": "True", "lstrip": "rstrip", "rstrip": "lstrip"
+}  # fmt: skip
+
+
+def _offset(lines: list[str], line: int, col: int) -> int:
+    """The character offset of (1-based `line`, UTF-8 byte `col`) in the text of `lines`."""
+    before = sum(len(text) for text in lines[: line - 1])
+    return before + len(lines[line - 1].encode()[:col].decode())
+
+
+def _token_edits(tree: ast.AST, lines: list[str]) -> list[tuple[int, int, str]]:
+    """(start, end, replacement) character spans of the one-token mutations in the parsed module."""
+    text = "".join(lines)
+    edits: list[tuple[int, int, str]] = []
+
+    def between(left: ast.expr, right: ast.expr, old: str, new: str) -> None:
+        start = _offset(lines, left.end_lineno or 0, left.end_col_offset or 0)
+        end = _offset(lines, right.lineno, right.col_offset)
+        gap = text[start:end]
+        at = gap.find(old)
+        # The operator is the gap's only token (brackets aside): never a longer operator that contains it.
+        if at >= 0 and gap.replace(old, "", 1).strip(" ()") == "":
+            edits.append((start + at, start + at + len(old), new))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for left, op, right in zip(
+                [node.left, *node.comparators[:-1]], node.ops, node.comparators, strict=True
+            ):
+                if type(op) in SWAPS:
+                    between(left, right, *SWAPS[type(op)])
+        elif isinstance(node, ast.BinOp) and type(node.op) in SWAPS:
+            between(node.left, node.right, *SWAPS[type(node.op)])
+        elif isinstance(node, ast.AugAssign) and type(node.op) in SWAPS:
+            old, new = SWAPS[type(node.op)]
+            between(node.target, node.value, old + "=", new + "=")
+        elif isinstance(node, ast.BoolOp) and type(node.op) in BOOL_SWAPS:
+            for left, right in pairwise(node.values):
+                between(left, right, *BOOL_SWAPS[type(node.op)])
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            start = _offset(lines, node.lineno, node.col_offset)
+            if text.startswith("not ", start):
+                edits.append((start, start + len("not "), ""))
+        elif isinstance(node, (ast.Name, ast.Attribute, ast.Constant)) and node.lineno == node.end_lineno:
+            word = (
+                node.id
+                if isinstance(node, ast.Name)
+                else node.attr
+                if isinstance(node, ast.Attribute)
+                else (str(node.value) if type(node.value) is bool else "")
+            )
+            end = _offset(lines, node.end_lineno, node.end_col_offset or 0)
+            if word in WORD_SWAPS and WORD_SWAPS[word].isidentifier() and text[end - len(word) : end] == word:
+                edits.append((end - len(word), end, WORD_SWAPS[word]))
+        if (
+            isinstance(node, ast.Constant) and type(node.value) is int and 0 <= node.value <= 100
+            and node.lineno == node.end_lineno
+        ):  # fmt: skip
+            start = _offset(lines, node.lineno, node.col_offset)
+            end = _offset(lines, node.end_lineno, node.end_col_offset or 0)
+            if text[start:end] == str(node.value):
+                for value in (node.value + 1, node.value - 1):
+                    if value >= 0:
+                        edits.append((start, end, str(value)))
+    return sorted(set(edits))
+
+
+def _as_bug(source: str, lines: list[str], edit: tuple[int, int, str]) -> tuple[str, str] | None:
+    """The edit as a `Task.bug`: the whole changed line (with the next where one is not unique)."""
+    start, end, new = edit
+    line_start = source.rfind("\n", 0, start) + 1
+    for extra in (0, 1):
+        line_end = source.find("\n", end)
+        for _ in range(extra):
+            line_end = source.find("\n", line_end + 1)
+        if line_end < 0:
+            return None
+        old = source[line_start:line_end]
+        if source.count(old) == 1:
+            return old, old[: start - line_start] + new + old[end - line_start :]
+    return None
+
+
+def candidate_bugs(source: str) -> list[tuple[str, str]]:
+    """Every one-token mutation of `source` (a correct module) as an (old, new) replacement, in source order;
+    none inside a docstring or a string, none that no longer parses."""
+    lines = source.splitlines(keepends=True)
+    found: list[tuple[str, str]] = []
+    for edit in _token_edits(ast.parse(source), lines):
+        bug = _as_bug(source, lines, edit)
+        if bug is None or bug in found:
+            continue
+        try:
+            ast.parse(source.replace(bug[0], bug[1], 1))
+        except SyntaxError:
+            continue
+        found.append(bug)
+    return found
+
+
+def repo_of(task_name: str) -> str:
+    """The pack repository a task (a pack task or one of its mutants) is a bug in."""
+    return task_name.split(SEPARATOR, 1)[0]
+
+
+@cache
+def _kept() -> dict[str, list[list[str]]]:
+    return json.loads(DATA.read_text()) if DATA.is_file() else {}
+
+
+def mutant_tasks(task: Task, limit: int | None = None) -> list[Task]:
+    """The kept mutants of `task`'s repository (its tests fail on each), as tasks ``<name>~<n>``; the first
+    `limit` when given. The pack's own planted bug is never among them."""
+    kept = _kept().get(task.name, [])[:limit]
+    return [
+        Task(f"{task.name}{SEPARATOR}{n}", task.module, task.source, (old, new), task.tests, hint)
+        for n, (old, new, hint) in enumerate(kept, start=1)
+    ]
+
+
+def mutant_counts() -> dict[str, int]:
+    """Kept mutants per pack task, in pack order."""
+    return {task.name: len(_kept().get(task.name, [])) for task in TASKS}
+
+
+__all__ = ["SEPARATOR", "candidate_bugs", "mutant_counts", "mutant_tasks", "repo_of"]
