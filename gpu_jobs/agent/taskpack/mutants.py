@@ -33,10 +33,10 @@ SWAPS = {
     ast.Mult: ("*", "+"), ast.FloorDiv: ("//", "/"), ast.Div: ("/", "//"), ast.Mod: ("%", "//"),
 }  # fmt: skip
 BOOL_SWAPS = {ast.And: ("and", "or"), ast.Or: ("or", "and")}
-# Names, attributes and literals swapped for their opposite.
+# Names and attributes swapped for their opposite (True and False: with the constants).
 WORD_SWAPS = {
     "min": "max", "max": "min", "any": "all", "all": "any", "lower": "upper", "upper": "lower",
-    "True": "False", "False": "True", "lstrip": "rstrip", "rstrip": "lstrip"
+    "lstrip": "rstrip", "rstrip": "lstrip",
 }  # fmt: skip
 
 
@@ -79,31 +79,29 @@ def _token_edits(tree: ast.AST, lines: list[str]) -> list[tuple[int, int, str]]:
             start = _offset(lines, node.lineno, node.col_offset)
             if text.startswith("not ", start):
                 edits.append((start, start + len("not "), ""))
-        elif isinstance(node, (ast.Name, ast.Attribute, ast.Constant)) and node.lineno == node.end_lineno:
-            word = (
-                node.id
-                if isinstance(node, ast.Name)
-                else node.attr
-                if isinstance(node, ast.Attribute)
-                else (str(node.value) if type(node.value) is bool else "")
-            )
+        elif isinstance(node, ast.Name | ast.Attribute) and node.lineno == node.end_lineno:
+            word = node.id if isinstance(node, ast.Name) else node.attr
             end = _offset(lines, node.end_lineno, node.end_col_offset or 0)
-            if word in WORD_SWAPS and WORD_SWAPS[word].isidentifier() and text[end - len(word) : end] == word:
+            if word in WORD_SWAPS and text[end - len(word) : end] == word:
                 edits.append((end - len(word), end, WORD_SWAPS[word]))
-        if (
-            isinstance(node, ast.Constant) and type(node.value) is int and 0 <= node.value <= 100
+        elif (
+            isinstance(node, ast.Constant)
+            and type(node.value) in (bool, int)
             and node.lineno == node.end_lineno
-        ):  # fmt: skip
+        ):
             start = _offset(lines, node.lineno, node.col_offset)
             end = _offset(lines, node.end_lineno, node.end_col_offset or 0)
-            if text[start:end] == str(node.value):
-                for value in (node.value + 1, node.value - 1):
-                    if value >= 0:
-                        edits.append((start, end, str(value)))
+            if text[start:end] != str(node.value):
+                continue
+            number = node.value
+            if isinstance(number, bool):
+                edits.append((start, end, str(not number)))
+            elif isinstance(number, int) and number <= 100:
+                edits += [(start, end, str(value)) for value in (number + 1, number - 1) if value >= 0]
     return sorted(set(edits))
 
 
-def _as_bug(source: str, lines: list[str], edit: tuple[int, int, str]) -> tuple[str, str] | None:
+def _as_bug(source: str, edit: tuple[int, int, str]) -> tuple[str, str] | None:
     """The edit as a `Task.bug`: the whole changed line (with the next where one is not unique)."""
     start, end, new = edit
     line_start = source.rfind("\n", 0, start) + 1
@@ -125,7 +123,7 @@ def candidate_bugs(source: str) -> list[tuple[str, str]]:
     lines = source.splitlines(keepends=True)
     found: list[tuple[str, str]] = []
     for edit in _token_edits(ast.parse(source), lines):
-        bug = _as_bug(source, lines, edit)
+        bug = _as_bug(source, edit)
         if bug is None or bug in found:
             continue
         try:
