@@ -1,5 +1,6 @@
 """More bugs in the repo-fix pack's repositories: one-token mutants its tests catch, for training and warm-up."""
 
+import re
 import shutil
 
 import pytest
@@ -52,12 +53,16 @@ def test_every_kept_mutant_fails_some_tests_passes_others_and_its_fix_passes_all
             for mutant in mutant_tasks(task):
                 assert mutant.bug in candidates and repo_of(mutant.name) == task.name
                 assert buggy_source(mutant) != buggy_source(task)  # never the pack's own bug
+                # One episode: the tests on the mutant (unittest's report), then its fix, then the verdict.
                 row = task_row(mutant)
-                tested = run_episode(row, SPEC, ScriptedPolicy([ToolCall("run_tests")]), pool=pool)
-                assert 0 < tested.verdict.passed < tested.verdict.total, mutant.name
-                assert mutant.hint.split(" fails", 1)[0] in tested.steps[0].observation
-                fixed = run_episode(row, SPEC, ScriptedPolicy(minimal_fix_edits(row)), pool=pool)
-                assert fixed.reward == 1.0, (mutant.name, fixed.verdict.reason)
+                policy = ScriptedPolicy([ToolCall("run_tests"), *minimal_fix_edits(row)])
+                result = run_episode(row, SPEC, policy, pool=pool)
+                report = result.steps[0].observation
+                ran = int(re.search(r"^Ran (\d+) tests?", report, re.MULTILINE).group(1))
+                failed = sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", report))
+                assert 0 < failed < ran, (mutant.name, report)
+                assert f"{mutant.hint.split(' fails', 1)[0]} " in report
+                assert result.reward == 1.0, (mutant.name, result.verdict.reason)
     finally:
         pool.close()
 
