@@ -75,8 +75,12 @@ def test_a_repository_any_row_holds_is_never_held_out_or_warmed_up_on():
     ][:1]
     grown = with_mutants(some, 2)
     first, second, none = (row["task"] for row in some)
-    assert [row["task"] for row in grown] == [first, f"{first}~1", f"{first}~2", second, f"{second}~1",
-                                              f"{second}~2", none]  # fmt: skip
+    # Two of each repository's list, spread over it (the first and the one halfway), named by their place.
+    halfway = [f"~{counts[name] // 2 + 1}" for name in (first, second)]
+    assert [row["task"] for row in grown] == [first, f"{first}~1", first + halfway[0], second, f"{second}~1",
+                                              second + halfway[1], none]  # fmt: skip
+    every = mutant_tasks({task.name: task for task in TASKS}[first], limit=40)
+    assert [task.name for task in every] == [f"{first}~{n}" for n in range(1, counts[first] + 1)]
     assert grown[1]["files"] != grown[0]["files"] and grown[1]["solution"] == grown[0]["solution"]
     # A job trained on a repository's mutants alone holds that repository: the warm-up leaves it out.
     mutants_only = grown[1:3]

@@ -145,12 +145,15 @@ def _kept() -> dict[str, list[list[str]]]:
 
 
 def mutant_tasks(task: Task, limit: int | None = None) -> list[Task]:
-    """The kept mutants of `task`'s repository (its tests fail on each), as tasks ``<name>~<n>``; the first
-    `limit` when given. The pack's own planted bug is never among them."""
-    kept = _kept().get(task.name, [])[:limit]
+    """The kept mutants of `task`'s repository (its tests fail on each), as tasks ``<name>~<n>`` (n: the
+    mutant's place in the repository's list, whatever `limit`); with `limit`, that many spread evenly over
+    the list, so they are not all on the module's first lines. The pack's own planted bug is never among them."""
+    kept = list(enumerate(_kept().get(task.name, []), start=1))
+    if limit is not None and limit < len(kept):
+        kept = [kept[i * len(kept) // limit] for i in range(limit)]
     return [
         Task(f"{task.name}{SEPARATOR}{n}", task.module, task.source, (old, new), task.tests, hint)
-        for n, (old, new, hint) in enumerate(kept, start=1)
+        for n, (old, new, hint) in kept
     ]
 
 
