@@ -89,11 +89,11 @@ def parser() -> argparse.ArgumentParser:
         "budget scaled with it (64 tokens a turn, as the default 6 turns of 384)",
     )  # fmt: skip
     parser.add_argument(
-        "--mutants", type=int, default=0,
+        "--mutants", type=mutant_count, default=0,
         help="per training repository, this many more of its bugs as training tasks (the pack's 'mutants')",
     )  # fmt: skip
     parser.add_argument(
-        "--warmup-mutants", type=int, default=0,
+        "--warmup-mutants", type=mutant_count, default=0,
         help="per warm-up repository, this many more of its bugs traced (environment.warmup_mutants)",
     )  # fmt: skip
     parser.add_argument("--seeds", type=seed_list, default="0,1", help="comma-separated, one job each")
@@ -113,6 +113,17 @@ def seed_list(text: str) -> list[int]:
     if not seeds:
         raise argparse.ArgumentTypeError("name at least one seed")
     return seeds
+
+
+def mutant_count(text: str) -> int:
+    """--mutants, --warmup-mutants: a whole number from 0 to the pack's MAX_MUTANTS per repository."""
+    from gpu_jobs.agent.taskpack.mutants import MAX_MUTANTS
+
+    if not text.isdigit() or int(text) > MAX_MUTANTS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number from 0 to {MAX_MUTANTS} per repository"
+        )
+    return int(text)
 
 
 def job_params(args: argparse.Namespace, seed: int) -> dict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -46,7 +47,7 @@ def hint(report: str) -> str | None:
 
 def check(task: Task, bug: tuple[str, str], pool: SessionPool) -> tuple[bool, str | None]:
     """Whether `bug` in `task`'s repository fails some of its tests and passes others; the hint."""
-    row = task_row(Task(task.name, task.module, task.source, bug, task.tests, task.hint))
+    row = task_row(replace(task, bug=bug))
     result = run_episode(row, SPEC, ScriptedPolicy([ToolCall("run_tests")]), pool=pool)
     verdict = result.verdict
     report = next(
@@ -61,15 +62,15 @@ def main() -> None:
     try:
         for task in TASKS:
             planted = buggy_source(task)
-            found = []
-            for old, new in candidate_bugs(task.source):
+            found, candidates = [], candidate_bugs(task.source)
+            for old, new in candidates:
                 if task.source.replace(old, new, 1) == planted:
                     continue
                 caught, text = check(task, (old, new), pool)
                 if caught and text:
                     found.append([old, new, text])
             kept[task.name] = found
-            print(f"{task.name}: {len(found)} kept of {len(candidate_bugs(task.source))}", flush=True)
+            print(f"{task.name}: {len(found)} kept of {len(candidates)}", flush=True)
     finally:
         pool.close()
     DATA.write_text(json.dumps(kept, indent=1) + "\n")

@@ -25,6 +25,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from gpu_jobs.agent.taskpack import held_out_rows
+from gpu_jobs.agent.taskpack.mutants import MAX_MUTANTS
 from gpu_jobs.rewards.formula import FormulaError, check_formula
 
 ENVIRONMENT_NAMES = ("repo_tests",)
@@ -45,7 +46,6 @@ TINY_MODEL_ENVIRONMENT = {
 
 
 MAX_EVAL_EPISODES = 16
-MAX_WARMUP_MUTANTS = 32
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class EnvironmentSpec:
         metadata={
             "help": "Besides its planted bug, this many more bugs in each warm-up repository, traced alike: "
             "one-token mutations its tests catch (gpu_jobs.agent.taskpack.mutants), so the warm-up shows "
-            f"more fixes of the kinds the pack plants. At most {MAX_WARMUP_MUTANTS}; 0: none."
+            f"more fixes of the kinds the pack plants. At most {MAX_MUTANTS}; 0: none."
         },
     )
     eval_episodes: int = field(
@@ -147,9 +147,9 @@ def validate_environment(value: object) -> EnvironmentSpec:
                 raise ValueError(f"environment.{key}: must be >= 0, got {v}")
     if value.get("warmup_sft_steps", 0) > MAX_WARMUP_SFT_STEPS:
         raise ValueError(f"environment.warmup_sft_steps: at most {MAX_WARMUP_SFT_STEPS}")
-    if value.get("warmup_mutants", 0) > MAX_WARMUP_MUTANTS:
+    if value.get("warmup_mutants", 0) > MAX_MUTANTS:
         raise ValueError(
-            f"environment.warmup_mutants: at most {MAX_WARMUP_MUTANTS} per repository, got {value['warmup_mutants']}"
+            f"environment.warmup_mutants: at most {MAX_MUTANTS} per repository, got {value['warmup_mutants']}"
         )
     if value.get("eval_episodes", 1) > MAX_EVAL_EPISODES:
         raise ValueError(

@@ -126,6 +126,11 @@ def test_gpu_smoke_on_a_host_without_cuda_says_so_and_exits_non_zero(options):
         ("--model smollm2 --bogus 1", "unrecognized arguments: --bogus 1"),
         ("--seeds 0,one", "argument --seeds: '0,one' is not a comma-separated list of integers"),
         ("--model smollm2 --max-turns 1", "environment.turn_tokens: 96 is more than token_budget (64)"),
+        ("--mutants 33", "argument --mutants: '33' is not a whole number from 0 to 32 per repository"),
+        (
+            "--warmup-mutants -1",
+            "argument --warmup-mutants: '-1' is not a whole number from 0 to 32 per repository",
+        ),
     ],
 )
 def test_gpu_smoke_agent_names_a_wrong_option_on_any_host_before_it_runs(options, message):

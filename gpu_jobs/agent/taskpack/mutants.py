@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import replace
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
@@ -26,6 +27,7 @@ from gpu_jobs.agent.taskpack.tasks import TASKS, Task
 
 DATA = Path(__file__).with_name("mutants.json")
 SEPARATOR = "~"
+MAX_MUTANTS = 32  # per repository, wherever mutants are asked for (a pack, a warm-up)
 
 SWAPS = {
     ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="), ast.GtE: (">=", ">"),
@@ -152,7 +154,7 @@ def mutant_tasks(task: Task, limit: int | None = None) -> list[Task]:
     if limit is not None and limit < len(kept):
         kept = [kept[i * len(kept) // limit] for i in range(limit)]
     return [
-        Task(f"{task.name}{SEPARATOR}{n}", task.module, task.source, (old, new), task.tests, hint)
+        replace(task, name=f"{task.name}{SEPARATOR}{n}", bug=(old, new), hint=hint)
         for n, (old, new, hint) in kept
     ]
 
@@ -162,4 +164,4 @@ def mutant_counts() -> dict[str, int]:
     return {task.name: len(_kept().get(task.name, [])) for task in TASKS}
 
 
-__all__ = ["SEPARATOR", "candidate_bugs", "mutant_counts", "mutant_tasks", "repo_of"]
+__all__ = ["MAX_MUTANTS", "SEPARATOR", "candidate_bugs", "mutant_counts", "mutant_tasks", "repo_of"]

@@ -78,8 +78,8 @@ def agent_task_pack_create(
     training set holds more tasks without more repositories. Its rows carry ``files``,
     ``test_files``, ``solution`` and ``fix_diff``: a job trains on it with an environment
     (GRPOJobConfig.environment), and bench/agent_episodes.py runs the same rows as a benchmark."""
-    from gpu_jobs.agent.spec import MAX_WARMUP_MUTANTS
     from gpu_jobs.agent.taskpack import TASKS, pack_rows, with_mutants
+    from gpu_jobs.agent.taskpack.mutants import MAX_MUTANTS
 
     name = (name or "").strip()
     if not name:
@@ -93,8 +93,8 @@ def agent_task_pack_create(
             f"must be between 1 and {len(TASKS) - offset} (the tasks in the pack from offset {offset} on)",
             field="limit",
         )
-    if isinstance(mutants, bool) or not 0 <= mutants <= MAX_WARMUP_MUTANTS:
-        raise InputError(f"must be between 0 and {MAX_WARMUP_MUTANTS} per repository", field="mutants")
+    if isinstance(mutants, bool) or not 0 <= mutants <= MAX_MUTANTS:
+        raise InputError(f"must be between 0 and {MAX_MUTANTS} per repository", field="mutants")
     rows = with_mutants(pack_rows()[offset:][:limit], mutants)
     stats = _Stats(token_counter("tiny"))
     for row in rows:
