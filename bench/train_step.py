@@ -27,7 +27,9 @@ stood waiting for the rewards (all of the reward time unless overlapped; the tra
 the rest of it (step - generation - reward wait: log-probabilities, loss, backward, optimiser). The first
 two steps of each mode are left out (warm-up of the sandbox pool and the allocator). Medians per step, in
 milliseconds; the machine's load is printed, as other jobs may share the cores, and with only two of them
-the sandboxes and the forward pass also compete for the same CPU.
+the sandboxes and the forward pass also compete for the same CPU. "cores busy" is the share of all cores' time
+in use during a step (every process on the machine, the sandboxes' included; /proc/stat): near 100%, no core
+is left idle for the rewards to hide behind, and hiding more of them only moves CPU time around.
 """
 
 from __future__ import annotations
@@ -65,16 +67,33 @@ SKIP = 2
 
 
 class TimedSink(ListSink):
-    """Records when each metric event arrives: one per step, sent as the step ends."""
+    """Records when each metric event arrives (one per step, sent as the step ends) and the machine's CPU time
+    used so far."""
 
     def __init__(self) -> None:
         super().__init__()
         self.step_ends: list[float] = []
+        self.cpu_at_ends: list[tuple[int, int]] = []
 
     def emit(self, kind: str, payload: dict) -> None:
         if kind == "metric" and "loss" in payload:
             self.step_ends.append(time.perf_counter())
+            self.cpu_at_ends.append(cpu_ticks())
         super().emit(kind, payload)
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, all) clock ticks of every core since boot, from /proc/stat: every process counts, the
+    sandboxes' included."""
+    user, nice, system, idle, iowait, irq, softirq, steal = (
+        int(value) for value in Path("/proc/stat").read_text().split(maxsplit=9)[1:9]
+    )
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    return (after[0] - before[0]) / max(1, after[1] - before[1])
 
 
 def timed(cls: type, name: str, log: list[float]) -> None:
@@ -148,6 +167,7 @@ def run_mode(*, store: Path, steps: int, mode: dict) -> list[dict]:
         records.append(
             {
                 "step": sink.step_ends[index] - sink.step_ends[index - 1],
+                "cores busy": busy_share(sink.cpu_at_ends[index - 1], sink.cpu_at_ends[index]),
                 "generation": generation[index],
                 # Generated ahead, a step's batch was scored during the step before: the trainer times it.
                 "reward": metric.get("overlap/reward_time", rewards[index])
@@ -167,7 +187,7 @@ def summary(records: list[dict]) -> dict[str, float]:
     """Medians per step; update is the rest of the step: step - generation - reward wait."""
     medians = {
         key: statistics.median(r[key] for r in records)
-        for key in ("step", "generation", "reward", "reward wait", "sandbox checks")
+        for key in ("step", "generation", "reward", "reward wait", "sandbox checks", "cores busy")
     }
     medians["update"] = statistics.median(r["step"] - r["generation"] - r["reward wait"] for r in records)
     return medians
@@ -211,12 +231,13 @@ def main() -> None:
     print(f"\nmedian per step over steps {SKIP + 1}-{args.steps}, ms ({os.cpu_count()} cores)")
     print(
         f"{'mode':<34} {'step':>6} {'generation':>11} {'reward':>7} {'reward wait':>12} {'update':>7} "
-        f"{'sandbox checks':>15}  vs first"
+        f"{'sandbox checks':>15} {'cores busy':>11}  vs first"
     )
     for name, r in results.items():
         print(
             f"{name:<34} {r['step'] * 1000:6.0f} {r['generation'] * 1000:11.0f} {r['reward'] * 1000:7.0f} "
-            f"{r['reward wait'] * 1000:12.0f} {r['update'] * 1000:7.0f} {r['sandbox checks']:15.0f}  "
+            f"{r['reward wait'] * 1000:12.0f} {r['update'] * 1000:7.0f} {r['sandbox checks']:15.0f} "
+            f"{r['cores busy']:11.0%}  "
             f"{baseline['step'] / r['step']:.2f}x"
         )
     for plain_name, overlapped_name in (
