@@ -52,6 +52,7 @@ SMOLLM2_EPISODE_S = 1800.0
 TOKENS_PER_TURN = 64  # the environment's default budget: 384 tokens over 6 turns
 HABITS = {
     "solved": "held-out tasks solved",
+    "tests": "tests passing at the end",  # moves before solved does: an edit that fixes some tests
     "tested_before_finish": "ran the tests before finishing",
     "edited": "changed the code",
     "edited_then_tested": "changed code, tested, finished",
