@@ -431,7 +431,7 @@ class ReportingCallback(TrainerCallback):
         step_metrics: dict[int, dict[str, float]],
         tampering: TamperingLog | None = None,
         lengths: JobLengths | None = None,
-        agent_evaluate: Callable[[list[dict], Any, Any], dict[str, float]] | None = None,
+        agent_evaluate: Callable[..., dict[str, float]] | None = None,  # (rows, model, tokenizer, *, step)
     ) -> None:
         self.config = config
         self.lengths = lengths
@@ -509,7 +509,7 @@ class ReportingCallback(TrainerCallback):
             return
         was_training = model.training
         if self.agent_evaluate is not None:
-            scores = self.agent_evaluate(self.config.eval_rows, model, tokenizer)
+            scores = self.agent_evaluate(self.config.eval_rows, model, tokenizer, step=step)
         else:
             scores = evaluate(
                 model=model,

@@ -30,7 +30,8 @@ class DjangoEventSink:
     - Fencing: each write first locks the job row and checks it still carries this attempt; if not (the job
       was requeued while this process still ran), it raises JobAbandoned and writes nothing.
     - A resumed attempt runs again the steps after its checkpoint that an earlier attempt already reported:
-      their metric events, rollouts and evaluations are dropped, so each step is reported once.
+      their metric events, rollouts and evaluations (an agent job's held-out episodes among them) are
+      dropped, so each step is reported once.
     - Verification time (``verify_time/*`` metrics) adds up into the job's sandbox time, which is billed.
     - An alarm the job is set to pause on (spec ``pause_on_alarms``) asks the job to pause.
     - The database unreachable (a restart, a failover): writes wait for it (workers.db_outage).
@@ -48,13 +49,16 @@ class DjangoEventSink:
         # The last step reported by an earlier attempt (-1: none yet, so step-0 metrics such as a profile pass).
         reported = job.events.filter(kind=EventKind.METRIC).exists()
         self.metric_until = self.resumed_until = job.step if reported else -1
-        rollout = (
-            job.events.filter(kind=EventKind.ROLLOUT)
-            .order_by("-seq")
-            .values_list("payload", flat=True)
-            .first()
-        )
+        rollouts = job.events.filter(kind=EventKind.ROLLOUT)
+        # has_key, not payload__held_out=True: excluding a comparison drops the rows where the key is missing.
+        training = rollouts.exclude(payload__has_key="held_out")
+        rollout = training.order_by("-seq").values_list("payload", flat=True).first()
         self.rollout_until = rollout.get("step", 0) if rollout else 0
+        # An agent job's held-out evaluation episodes: reported once per evaluation step, beside the training
+        # rollouts of the same step (gpu_jobs.agent.training).
+        self.held_out_steps = set(
+            rollouts.filter(payload__held_out=True).values_list("payload__step", flat=True)
+        )
         self.checkpoint_steps = set(
             job.events.filter(kind=EventKind.CHECKPOINT).values_list("payload__step", flat=True)
         )
@@ -71,6 +75,8 @@ class DjangoEventSink:
         step = payload.get("step")
         if not isinstance(step, int):
             return True
+        if kind == "rollout" and payload.get("held_out"):
+            return step not in self.held_out_steps
         if kind == "rollout":
             return step > self.rollout_until
         if kind == "metric" and any(key.startswith("eval/") for key in payload):
@@ -105,6 +111,8 @@ class DjangoEventSink:
                 if any(key.startswith("eval/") for key in p):
                     self.eval_steps.add(step)
                 self.metric_until = max(self.metric_until, step)
+            elif kind == "rollout" and isinstance(step, int) and p.get("held_out"):
+                self.held_out_steps.add(step)
             elif kind == "rollout" and isinstance(step, int):
                 self.rollout_until = max(self.rollout_until, step)
             elif kind == "checkpoint" and isinstance(step, int):

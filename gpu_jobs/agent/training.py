@@ -22,7 +22,8 @@ The dataset handed to TRL holds a key per row (``anneal-row:<index>``), not the 
 renders the real prompt from the row. Rewards: one TRL reward function "environment" (the episode reward of
 gpu_jobs.agent.spec, weight 1), then the job's verifiers (if any) scored on the model's own text of the
 episode, with their weights. Up to ``rollouts_per_step`` episodes a step go to the sink as rollout events
-carrying ``turns`` (gpu_jobs.agent.episode.Step.to_payload), which the live view draws as a timeline.
+carrying ``turns`` (gpu_jobs.agent.episode.Step.to_payload), which the live view draws as a timeline; the
+held-out evaluation's episodes go too, marked ``held_out``.
 
 Past 400 lines: the episode rollout loop, its reward hand-off to TRL and its reporting share the trainer's
 state; reporting is the next part to move out.
@@ -58,6 +59,7 @@ ROW_KEY = "anneal-row:"
 MAX_PRESTARTED = 16  # blank sandboxes kept started for the next batch's episodes (SessionPool)
 # Episodes whose sandbox work runs at once (each in its own session; the host's cores bound it).
 SANDBOX_THREADS = 4
+HELD_OUT_ROLLOUTS = 32  # held-out episodes reported per evaluation (eval_episodes can make 16 per task)
 ENVIRONMENT_REWARD = "environment"
 
 
@@ -202,17 +204,19 @@ class AgentRollouts:
             "agent_episode": ids,
         }
 
-    def evaluate(self, rows: list[dict], model: Any, tokenizer: Any) -> dict[str, float]:
+    def evaluate(self, rows: list[dict], model: Any, tokenizer: Any, *, step: int) -> dict[str, float]:
         """The held-out rows' episodes with the model as it is now (gpu_jobs.agent.evaluation's scores over all
         of them: ``eval/<domain>`` is the solved share, ``eval_agent/*`` the habits): one greedy episode per
         row, or the environment's ``eval_episodes`` sampled at the job's temperature, one batch of the rows
         per round. The sampling is seeded alike at every evaluation (common random numbers) on a copy of the
-        random state, so training's own random stream is the same with or without it."""
+        random state, so training's own random stream is the same with or without it. The episodes go to the
+        sink as rollouts marked ``held_out`` (``_emit_held_out``)."""
         import torch
 
         rounds = self.spec.eval_episodes
         if rounds == 1:
             _, greedy, _, _ = self.play(rows, tokenizer, TransformersTurns(model, tokenizer, temperature=0.0))
+            self._emit_held_out(step, rows, greedy)
             return agent_scores(rows, greedy)
         sampler = TransformersTurns(model, tokenizer, temperature=self.config.temperature)
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
@@ -224,6 +228,7 @@ class AgentRollouts:
                 _, batch, _, _ = self.play(rows, tokenizer, sampler)
                 played.extend(rows)
                 results.extend(batch)
+        self._emit_held_out(step, rows, results)
         return agent_scores(played, results)
 
     def play(
@@ -384,22 +389,42 @@ class AgentRollouts:
     def _emit(self, step: int, results: list[EpisodeResult], indices: list[int]) -> None:
         wanted = max(0, min(self.config.rollouts_per_step - self.emitted[step], len(results)))
         self.emitted[step] += wanted
+        self._report(step, results, [int(index) for index in indices], self.rows, wanted)
+
+    def _emit_held_out(self, step: int, rows: list[dict], results: list[EpisodeResult]) -> None:
+        """The held-out evaluation's episodes (``results``: rounds of one episode per row of ``rows``) as
+        rollouts marked ``held_out``, up to HELD_OUT_ROLLOUTS: what a user reads to see why a task the job
+        never trained on was not solved. ``row_index`` is the row's place among the held-out rows."""
+        indices = [pick % len(rows) for pick in range(len(results))]
+        self._report(step, results, indices, rows, min(HELD_OUT_ROLLOUTS, len(results)), held_out=True)
+
+    def _report(
+        self,
+        step: int,
+        results: list[EpisodeResult],
+        indices: list[int],
+        rows: list[dict],
+        wanted: int,
+        **marks: Any,
+    ) -> None:
+        """``wanted`` of ``results``, evenly spaced, as rollout events (each result's row is
+        ``rows[indices[i]]``; ``marks`` go into every payload); every episode that tried to tamper with its
+        verdict is reported besides them."""
         tried = [episode_tampering(result) for result in results]
-        events = []
-        # Every episode that tried to tamper with the verdict is reported besides the evenly spaced picks.
         picks = {i * len(results) // wanted for i in range(wanted)} | {i for i, t in enumerate(tried) if t}
+        events = []
         for pick in sorted(picks):
-            result = results[pick]
+            result, row = results[pick], rows[indices[pick]]
             payload = result.to_payload()
             if tried[pick]:
                 payload[TAMPERING_PART] = tried[pick]
-            row = self.rows[indices[pick]]
             payload.update(
                 {
                     "step": step,
+                    **marks,
                     "completion": "\n".join(s.raw for s in result.steps),
                     "reference": None,
-                    "row_index": int(indices[pick]),
+                    "row_index": indices[pick],
                 }
             )
             if row.get("domain"):

@@ -234,7 +234,8 @@ def test_held_out_evaluation_samples_eval_episodes_per_task_seeded_alike_at_ever
         verifiers=[], environment={**ENVIRONMENT, "eval_episodes": 3}, prompts_per_step=2, num_generations=2,
         temperature=1.0, seed=5,
     )  # fmt: skip
-    agent = AgentRollouts(config=config, sink=ListSink())
+    sink = ListSink()
+    agent = AgentRollouts(config=config, sink=sink)
     played: list[list[str]] = []
     play = agent.play
 
@@ -245,7 +246,7 @@ def test_held_out_evaluation_samples_eval_episodes_per_task_seeded_alike_at_ever
 
     agent.play = recording_play
     torch.manual_seed(123)
-    first = agent.evaluate(held_out, model, tokenizer)
+    first = agent.evaluate(held_out, model, tokenizer, step=0)
     after_evaluation = torch.rand(4)
     torch.manual_seed(123)
     assert torch.equal(after_evaluation, torch.rand(4))  # training's random state is not consumed
@@ -253,8 +254,22 @@ def test_held_out_evaluation_samples_eval_episodes_per_task_seeded_alike_at_ever
     assert len(played) == 3 and all(len(texts) == 2 for texts in played)
     # Sampled, not greedy: a task's episodes differ from round to round.
     assert len({texts[0] for texts in played}) > 1
-    second = agent.evaluate(held_out, model, tokenizer)
+    second = agent.evaluate(held_out, model, tokenizer, step=4)
     assert second == first and played[3:] == played[:3]  # seeded alike: the same model, the same episodes
+
+    # Every held-out episode is reported as a rollout marked held_out, with its step, task and turns, so a user
+    # can read why a task the job never trained on was not solved.
+    rollouts = sink.of_kind("rollout")
+    assert [(r["step"], r["held_out"], r["row_index"]) for r in rollouts] == [
+        (step, True, index) for step in (0, 4) for _ in range(3) for index in (0, 1)
+    ]
+    # The first evaluation's episodes, round by round (the recorder joined the turns without newlines).
+    assert [r["completion"].replace("\n", "") for r in rollouts[:6]] == [
+        text.replace("\n", "") for texts in played[:3] for text in texts
+    ]
+    for rollout in rollouts:
+        json.dumps(rollout)
+        assert rollout["task"] == held_out[rollout["row_index"]]["task"] and rollout["turns"]
 
 
 @pytest.mark.parametrize(

@@ -271,6 +271,17 @@ def test_the_held_out_tasks_are_played_before_training_and_at_the_end(job):
         assert 1 <= metric["eval_agent/turns"] <= ENVIRONMENT["max_turns"]
     # Warmed up, the model writes tool calls on tasks it has never seen.
     assert max(m["eval_agent/valid_calls"] for m in evaluations) > 0
+    # Each evaluation's episodes are reported as rollouts marked held_out, whose figures are the metric's.
+    held_out = [r for r in sink.of_kind("rollout") if r.get("held_out")]
+    tasks = [row["task"] for row in pack_rows()[JOB_TASKS : JOB_TASKS + EVAL_TASKS]]
+    for metric in evaluations:
+        episodes = [r for r in held_out if r["step"] == metric["step"]]
+        assert [r["task"] for r in episodes] == tasks and all(r["turns"] for r in episodes)
+        for key in ("solved", "tests", "format"):
+            figure = "valid_calls" if key == "format" else key
+            shares = [r["parts"][key] for r in episodes]
+            assert sum(shares) / len(shares) == pytest.approx(metric[f"eval_agent/{figure}"])
+    assert len(held_out) == 2 * EVAL_TASKS
 
 
 def test_an_agent_jobs_held_out_rows_must_be_tasks(tmp_path):
