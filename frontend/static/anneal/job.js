@@ -684,6 +684,14 @@
       return name + " " + formatNumber(p.parts[name]);
     }).join(" · ");
     head.append(step, reward, parts);
+    if (p.held_out) {
+      // An agent job's held-out evaluation episode: a task the job never trains on.
+      var heldOut = document.createElement("span");
+      heldOut.className = "badge held-out";
+      heldOut.textContent = "held-out";
+      heldOut.title = "an episode of the held-out evaluation, on a task the job never trains on";
+      head.append(heldOut);
+    }
     var io = document.createElement("div");
     io.className = "rollout-io";
     io.append(block("Prompt", p.prompt), block("Completion", p.completion));
@@ -820,6 +828,8 @@
     if (max !== null && !(p.reward <= max)) return false;
     if (f.domain.value && p.domain !== f.domain.value) return false;
     if (f.outcome.value === "tampering") return isTampering(p);
+    if (f.outcome.value === "held-out") return Boolean(p.held_out);
+    if (f.outcome.value === "training") return !p.held_out;
     if (f.part.value || f.outcome.value) {
       var names = f.part.value ? [f.part.value] : Object.keys(p.parts || {});
       var scores = names.map(function (name) { return (p.parts || {})[name]; }).filter(function (v) { return typeof v === "number"; });

@@ -402,6 +402,13 @@ class JobRolloutsApi(TeamScopedView):
             "0: only the others; absent: all.",
         )
         step = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+        held_out = serializers.BooleanField(
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text="1: only an agent job's held-out evaluation episodes (payload held_out: true; tasks the "
+            "job never trains on); 0: only training rollouts; absent: all.",
+        )
         after = serializers.IntegerField(min_value=0, default=0, help_text="Only rollouts with seq > after.")
         limit = serializers.IntegerField(min_value=1, max_value=1000, default=200)
 
@@ -416,7 +423,9 @@ class JobRolloutsApi(TeamScopedView):
         params = self.Params(data=request.query_params)
         params.is_valid(raise_exception=True)
         data = params.validated_data
-        found = job_rollouts(job=job, tampering=data["tampering"], step=data["step"])
+        found = job_rollouts(
+            job=job, tampering=data["tampering"], step=data["step"], held_out=data["held_out"]
+        )
         page = list(found.filter(seq__gt=data["after"])[: data["limit"]])
         return Response(
             {

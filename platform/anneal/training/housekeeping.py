@@ -36,7 +36,7 @@ def jobs_reap_stale(*, timeout_s: int) -> int:
 
 
 # What a pruned rollout keeps: enough for the charts and filters, without the texts that take the space.
-ROLLOUT_KEPT_FIELDS = ("step", "reward", "parts", "domain", "tampering")
+ROLLOUT_KEPT_FIELDS = ("step", "reward", "parts", "domain", "tampering", "held_out")
 
 
 def rollouts_prune(*, older_than_days: int, batch: int = 1000) -> int:

@@ -25,15 +25,23 @@ def job_events_after(*, job: Job, after: int, limit: int = 500) -> QuerySet[JobE
     return job.events.filter(seq__gt=after).order_by("seq")[:limit]
 
 
-def job_rollouts(*, job: Job, tampering: bool | None = None, step: int | None = None) -> QuerySet[JobEvent]:
+# An agent job's held-out evaluation episode (gpu_jobs.agent.training): on a task the job never trains on.
+HELD_OUT_ROLLOUT = Q(payload__held_out=True)
+
+
+def job_rollouts(
+    *, job: Job, tampering: bool | None = None, step: int | None = None, held_out: bool | None = None
+) -> QuerySet[JobEvent]:
     """The job's rollout events in seq order; ``tampering`` True keeps only those that tried to tamper with
-    a verifier (False: only the others); ``step`` keeps one step's."""
+    a verifier (False: only the others); ``step`` keeps one step's; ``held_out`` True keeps only held-out
+    evaluation episodes (False: only the training ones)."""
     rollouts = job.events.filter(kind=EventKind.ROLLOUT).order_by("seq")
-    if tampering:
-        rollouts = rollouts.filter(TAMPERING_ROLLOUT)
-    elif tampering is not None:
-        # Not exclude(TAMPERING_ROLLOUT): a missing JSON key is NULL in SQL, and NOT (NULL) drops the row.
-        rollouts = rollouts.exclude(pk__in=rollouts.filter(TAMPERING_ROLLOUT).values("pk"))
+    # Not exclude(Q): a missing JSON key is NULL in SQL, and NOT (NULL) drops the row.
+    for wanted, rule in ((tampering, TAMPERING_ROLLOUT), (held_out, HELD_OUT_ROLLOUT)):
+        if wanted:
+            rollouts = rollouts.filter(rule)
+        elif wanted is not None:
+            rollouts = rollouts.exclude(pk__in=rollouts.filter(rule).values("pk"))
     if step is not None:
         rollouts = rollouts.filter(payload__step=step)
     return rollouts

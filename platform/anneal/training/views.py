@@ -109,9 +109,11 @@ def job_detail(request, pk: int):
 @login_required
 def job_rollouts_view(request, pk: int):
     """Every rollout the job reported, newest first, filtered: ``tampering=1`` keeps those that tried to
-    tamper with a verifier (what the reward_tampering alarm links to), ``step`` one step's."""
+    tamper with a verifier (what the reward_tampering alarm links to), ``held_out=1`` an agent job's held-out
+    evaluation episodes, ``step`` one step's."""
     job = get_visible_or_404(request, Job.objects.all(), pk)
     tampering = request.GET.get("tampering", "") in ("1", "true", "on")
+    held_out = request.GET.get("held_out", "") in ("1", "true", "on")
     step_text = request.GET.get("step", "").strip()
     step, error = None, ""
     if step_text:
@@ -119,9 +121,13 @@ def job_rollouts_view(request, pk: int):
             step = int(step_text)
         else:
             error = f"step must be a whole number, 0 or more; got {step_text!r}"
-    found = job_rollouts(job=job, tampering=True if tampering else None, step=step).order_by("-seq")
+    found = job_rollouts(
+        job=job, tampering=True if tampering else None, step=step, held_out=True if held_out else None
+    ).order_by("-seq")
     page = Paginator(found, ROLLOUTS_PER_PAGE).get_page(request.GET.get("page"))
     filters: dict[str, object] = {"tampering": 1} if tampering else {}
+    if held_out:
+        filters["held_out"] = 1
     if step is not None:
         filters["step"] = step
     context = {
@@ -129,6 +135,7 @@ def job_rollouts_view(request, pk: int):
         "job": job,
         "page": page,
         "tampering": tampering,
+        "held_out": held_out,
         "step": "" if step is None else step,
         "error": error,
         "query": urlencode(filters),  # kept by the page links
