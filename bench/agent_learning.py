@@ -35,6 +35,7 @@ bench's OPTIONS) in one process and prints the same report.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -102,7 +103,20 @@ def parser() -> argparse.ArgumentParser:
         "--eval-episodes", type=int, default=1,
         help="held-out episodes per task: 1 greedy, more sampled at --temperature (environment.eval_episodes)",
     )  # fmt: skip
+    parser.add_argument(
+        "--held-out-episodes", type=Path, default=None, metavar="FOLDER",
+        help="write each seed's held-out episodes (turns, final tests, parts) to FOLDER/seed-<n>.json",
+    )  # fmt: skip
     return parser
+
+
+def write_held_out_episodes(folder: Path, seed: int, events: list[dict]) -> Path:
+    """The job's held-out evaluation episodes (rollouts marked held_out), in the order they were played."""
+    episodes = [e["payload"] for e in events if e["kind"] == "rollout" and e["payload"].get("held_out")]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"seed-{seed}.json"
+    path.write_text(json.dumps(episodes, indent=1))
+    return path
 
 
 def seed_list(text: str) -> list[int]:
@@ -283,6 +297,9 @@ def main() -> None:
                 params=job_params(args, seed),
             )  # fmt: skip
             runs.append(report_seed(seed, f"job {done['id']}", done["wall_s"], done["events"]))
+            if args.held_out_episodes is not None:
+                path = write_held_out_episodes(args.held_out_episodes, seed, done["events"])
+                print(f"  held-out episodes: {path}", flush=True)
         report_seeds(args, seeds, runs)
     finally:
         stack.stop()

@@ -217,6 +217,9 @@ def run_agent(args: argparse.Namespace, *, store: Path, on_gpu: dict) -> int:
         step_times = [m["step_time"] for m in sink.of_kind("metric") if "step_time" in m]
         median = f", median step {statistics.median(step_times):.1f} s" if step_times else ""
         runs.append(agent_learning.report_seed(seed, f"model {config.model}{median}", wall, events))
+        if args.held_out_episodes is not None:
+            path = agent_learning.write_held_out_episodes(args.held_out_episodes, seed, events)
+            print(f"gpu-smoke: seed {seed} held-out episodes: {path}", flush=True)
     agent_learning.report_seeds(args, seeds, runs)
     return 0
 

@@ -2,6 +2,7 @@
 host, the refusals that name the field, and `make gpu-smoke` on a host without CUDA."""
 
 import importlib.util
+import json
 import shlex
 import subprocess
 import sys
@@ -201,3 +202,21 @@ def test_the_agent_runs_progress_sink_prints_steps_evaluations_and_alarms_as_the
         "gpu-smoke: seed 3 step 2: alarm tool_calls_fading: the turns with a well-formed call fell",
     ]
     assert len(sink.events) == 4
+
+
+def test_the_agent_bench_writes_each_seeds_held_out_episodes_where_asked(tmp_path):
+    from bench import agent_learning
+
+    args = agent_learning.parser().parse_args(["--held-out-episodes", str(tmp_path / "episodes")])
+    events = [
+        {
+            "kind": "rollout",
+            "payload": {"step": 0, "held_out": True, "task": "clamp", "turns": [{"turn": 1}]},
+        },
+        {"kind": "rollout", "payload": {"step": 1, "task": "fizzbuzz", "turns": []}},
+        {"kind": "metric", "payload": {"step": 0, "eval_agent/solved": 0.0}},
+        {"kind": "rollout", "payload": {"step": 2, "held_out": True, "task": "gcd", "turns": []}},
+    ]
+    path = agent_learning.write_held_out_episodes(args.held_out_episodes, 3, events)
+    assert path == tmp_path / "episodes" / "seed-3.json"
+    assert [(e["step"], e["task"]) for e in json.loads(path.read_text())] == [(0, "clamp"), (2, "gcd")]
