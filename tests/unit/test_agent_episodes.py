@@ -1,6 +1,7 @@
 """Agent episodes driven by scripted policies: rewards on the final state, traces, limits, summaries."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -95,6 +96,17 @@ def test_state_is_kept_across_turns_and_tools_see_each_other():
     result = run_episode(row, SPEC, policy)
     assert result.steps[1].observation.strip() == "REMEMBERED"
     assert result.steps[2].observation.strip() == "remembered"
+
+
+def test_the_test_report_leaves_out_the_wall_time_so_the_same_state_reads_the_same():
+    # The time unittest prints ("in 0.005s") would make greedy episodes and warm-up traces depend on load.
+    row = ROWS["binary_search"]
+    busy = ToolCall("run_shell", {"command": "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"})
+    result = run_episode(row, SPEC, ScriptedPolicy([ToolCall("run_tests"), busy, ToolCall("run_tests")]))
+    first, last = result.steps[0].observation, result.steps[2].observation
+    assert re.search(r"^Ran 4 tests$", first, re.MULTILINE), first
+    assert " tests in " not in first
+    assert first == last
 
 
 def test_malformed_calls_become_error_observations_and_the_episode_goes_on():
