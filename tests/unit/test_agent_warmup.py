@@ -4,6 +4,7 @@ calls and gets a reward that differs within a group (GRPO's signal; without the 
 
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -76,6 +77,11 @@ def test_a_scripted_trace_is_the_conversation_a_rollout_sees_with_only_the_model
     assert names == ["run_tests", "read_file", "replace_text", "run_tests", "finish"]
     seen = tokenizer.decode([t for t, m in zip(example.ids, example.mask, strict=True) if not m])
     assert seen.startswith("You fix bugs") and "FAIL" in seen and "<observation>" in seen
+    # The same task traced again is the same tokens: nothing in an observation depends on the machine's
+    # load (unittest's "Ran 4 tests in 0.005s" did), so a seed's warm-up repeats.
+    assert "Ran 4 tests\n" in seen and not re.search(r"Ran \d+ tests? in", seen)
+    (again,), _ = trace_examples(row, roomy, renderer)
+    assert (again.ids, again.mask) == (example.ids, example.mask)
     # The tiny model's budget: turns that do not fit are left out, and summaries start new segments.
     tight = validate_environment(ENVIRONMENT)
     examples, info = trace_examples(row, tight, make_renderer(tokenizer, tight))
