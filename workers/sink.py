@@ -12,7 +12,7 @@ from django.db import connection
 
 from anneal.training.limits import alarms_that_pause
 from anneal.training.models import EventKind, Job
-from anneal.training.selectors import control_action
+from anneal.training.selectors import control_action, job_rollouts
 from anneal.training.state import attempt_events_record, checkpoint_record
 from gpu_jobs.control import JobAbandoned
 from workers.db_outage import through_outage
@@ -49,15 +49,13 @@ class DjangoEventSink:
         # The last step reported by an earlier attempt (-1: none yet, so step-0 metrics such as a profile pass).
         reported = job.events.filter(kind=EventKind.METRIC).exists()
         self.metric_until = self.resumed_until = job.step if reported else -1
-        rollouts = job.events.filter(kind=EventKind.ROLLOUT)
-        # has_key, not payload__held_out=True: excluding a comparison drops the rows where the key is missing.
-        training = rollouts.exclude(payload__has_key="held_out")
+        training = job_rollouts(job=job, held_out=False)
         rollout = training.order_by("-seq").values_list("payload", flat=True).first()
         self.rollout_until = rollout.get("step", 0) if rollout else 0
         # An agent job's held-out evaluation episodes: reported once per evaluation step, beside the training
         # rollouts of the same step (gpu_jobs.agent.training).
         self.held_out_steps = set(
-            rollouts.filter(payload__held_out=True).values_list("payload__step", flat=True)
+            job_rollouts(job=job, held_out=True).values_list("payload__step", flat=True)
         )
         self.checkpoint_steps = set(
             job.events.filter(kind=EventKind.CHECKPOINT).values_list("payload__step", flat=True)
