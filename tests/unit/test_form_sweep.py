@@ -75,9 +75,31 @@ def pages(world, launch):
     return client, urls
 
 
+def wrong_posts(form: dict, sent: dict, swept: set) -> list[tuple[str, dict]]:
+    """(input, data) for each input of `form` and each wrong value. An input named `<type>.<option>` in a form
+    with a `type` choice (the verifier builder) is posted with that type chosen, as the server reads only the
+    chosen type's options. A form whose inputs were swept already at another address (the builder, new and
+    edit) is swept again on its inputs outside any type and on the type it shows: the rest was read by the
+    same code with the same values."""
+    fields = form["fields"]
+    typed = "type" in fields
+    repeat = frozenset(fields) in swept
+    swept.add(frozenset(fields))
+    posts = []
+    for name in fields:
+        if name == "csrfmiddlewaretoken":
+            continue
+        kind = name.split(".")[0] if typed and "." in name else None
+        if repeat and kind is not None and kind != fields["type"]:
+            continue
+        chosen = {"type": kind} if kind else {}
+        posts.extend((name, {**sent, **chosen, name: value}) for value in WRONG_VALUES)
+    return posts
+
+
 def test_no_wrong_value_in_any_form_input_is_a_server_error(pages):
     client, urls = pages
-    server_errors, posts = [], 0
+    server_errors, posts, swept = [], 0, set()
     for url in urls:
         page = client.get(url)
         assert page.status_code == 200, url
@@ -88,16 +110,29 @@ def test_no_wrong_value_in_any_form_input_is_a_server_error(pages):
             if any(word in action for word in SKIPPED_ACTIONS):
                 continue
             sent = {name: value for name, value in form["fields"].items() if value is not None}
-            for name in form["fields"]:
-                if name == "csrfmiddlewaretoken":
-                    continue
-                for value in WRONG_VALUES:
-                    response = client.post(action, {**sent, name: value})
-                    posts += 1
-                    if response.status_code >= 500:
-                        server_errors.append((action, name, value[:20], response.status_code))
+            for name, data in wrong_posts(form, sent, swept):
+                response = client.post(action, data)
+                posts += 1
+                if response.status_code >= 500:
+                    server_errors.append((action, name, data[name][:20], response.status_code))
     assert posts > 500  # the pages' forms were found and swept
     assert server_errors == []
+
+
+def test_each_builder_option_is_posted_with_its_own_type_chosen():
+    form = {
+        "action": "",
+        "fields": {"name": "", "type": "exact_match", "regex.pattern": "", "exact_match.compare": ""},
+    }
+    swept: set = set()
+    first = wrong_posts(form, {}, swept)
+    assert {(name, data["type"]) for name, data in first if "." in name} == {
+        ("regex.pattern", "regex"),
+        ("exact_match.compare", "exact_match"),
+    }
+    assert len(first) == 4 * len(WRONG_VALUES)
+    again = {name for name, _ in wrong_posts(form, {}, swept)}
+    assert again == {"name", "type", "exact_match.compare"}
 
 
 def test_what_the_sweep_found_is_refused_with_what_is_wrong(pages):
