@@ -18,6 +18,7 @@ finished), of turns with a valid tool call, and the mean turns, before and after
     .venv/bin/python bench/agent_learning.py --max-turns 8         # room to retry after a wrong edit
     .venv/bin/python bench/agent_learning.py --mutants 8 --warmup-mutants 8   # more bugs per repository
     .venv/bin/python bench/agent_learning.py --held-tasks 16 --eval-episodes 4   # a finer held-out measure
+    .venv/bin/python bench/agent_learning.py --held-mutants 3   # 3 more bugs per held-out repository
 
 The reward is the environment's (tests + 0.1 * format) unless --habit gives the habit a weight
 (environment formula "tests + 0.1 * format + H * tested", or "... + H * edited * tested" with
@@ -97,6 +98,11 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--warmup-mutants", type=mutant_count, default=0,
         help="per warm-up repository, this many more of its bugs traced (environment.warmup_mutants)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--held-mutants", type=mutant_count, default=0,
+        help="per held-out repository, this many more of its bugs as held-out tasks: a finer held-out measure "
+        "on repositories still never trained on",
     )  # fmt: skip
     parser.add_argument("--seeds", type=seed_list, default="0,1", help="comma-separated, one job each")
     parser.add_argument(
@@ -215,11 +221,13 @@ def training_trend(events: list[dict]) -> tuple[int, dict[str, tuple[float, floa
     }
 
 
-def pack(api, **body) -> int:
+def pack(api, **body) -> tuple[int, int]:
+    """A repo-fix pack version made over REST: (its id, its row count)."""
     made = api.post("/datasets/packs/agent", json=body)
     if made.status_code != 201:
         raise RuntimeError(f"pack {body}: {made.status_code} {made.text[:300]}")
-    return made.json()["dataset_version"]["id"]
+    version = made.json()["dataset_version"]
+    return version["id"], version["row_count"]
 
 
 def spread(values: list[float], share: bool) -> str:
@@ -239,7 +247,7 @@ def agent_config(args: argparse.Namespace, seed: int, *, store: Path, output_dir
         model_store=str(store),
         output_dir=str(output_dir),
         rows=with_mutants(rows[: args.train_tasks], args.mutants),
-        eval_rows=rows[args.train_tasks :][: args.held_tasks],
+        eval_rows=with_mutants(rows[args.train_tasks :][: args.held_tasks], args.held_mutants),
         verifiers=[],
     )
 
@@ -261,9 +269,11 @@ def report_seed(seed: int, title: str, wall_s: float, events: list[dict]) -> tup
     return first, last
 
 
-def report_seeds(args: argparse.Namespace, seeds: list[int], runs: list[tuple[dict, dict]]) -> None:
+def report_seeds(
+    args: argparse.Namespace, seeds: list[int], runs: list[tuple[dict, dict]], held_count: int
+) -> None:
     each = "one greedy episode" if args.eval_episodes == 1 else f"{args.eval_episodes} sampled episodes"
-    print(f"\nover seeds {seeds} ({args.held_tasks} held-out tasks, {each} each):")
+    print(f"\nover seeds {seeds} ({held_count} held-out tasks, {each} each):")
     print(f"  {'':<32} {'warm-up alone':<20} {'after GRPO':<20}")
     for key, label in HABITS.items():
         share = key != "turns"
@@ -283,11 +293,13 @@ def main() -> None:
     stack.start()
     try:
         api = stack.client(stack.member("agent", team="Agents"))
-        train = pack(api, name="repo-fix train", limit=args.train_tasks, mutants=args.mutants)
-        held = pack(api, name="repo-fix held-out", offset=args.train_tasks, limit=args.held_tasks)
+        train, trained = pack(api, name="repo-fix train", limit=args.train_tasks, mutants=args.mutants)
+        held, held_count = pack(
+            api, name="repo-fix held-out", offset=args.train_tasks, limit=args.held_tasks, mutants=args.held_mutants
+        )
         print(
-            f"training tasks: pack 0-{args.train_tasks - 1}; held-out: {args.train_tasks}-"
-            f"{args.train_tasks + args.held_tasks - 1}; the warm-up uses the rest",
+            f"training tasks: pack 0-{args.train_tasks - 1} ({trained} with mutants); held-out: {args.train_tasks}-"
+            f"{args.train_tasks + args.held_tasks - 1} ({held_count} with mutants); the warm-up uses the rest",
             flush=True,
         )
         runs = []
@@ -300,7 +312,7 @@ def main() -> None:
             if args.held_out_episodes is not None:
                 path = write_held_out_episodes(args.held_out_episodes, seed, done["events"])
                 print(f"  held-out episodes: {path}", flush=True)
-        report_seeds(args, seeds, runs)
+        report_seeds(args, seeds, runs, held_count)
     finally:
         stack.stop()
 

@@ -156,7 +156,7 @@ def load_gpu_smoke():
 
 def test_gpu_smoke_agent_runs_the_benchs_job_on_the_tasks_the_bench_asks_the_platform_for(tmp_path):
     from bench import agent_learning
-    from gpu_jobs.agent.taskpack import pack_rows
+    from gpu_jobs.agent.taskpack import pack_rows, with_mutants
 
     options = "--model smollm2 --train-tasks 5 --held-tasks 3 --lr 3e-5 --beta 0.04 --habit 0.5 --max-turns 8 --seeds 2"
     args = agent_learning.parser().parse_args(shlex.split(options))
@@ -181,6 +181,12 @@ def test_gpu_smoke_agent_runs_the_benchs_job_on_the_tasks_the_bench_asks_the_pla
     assert config.environment["formula"] == params["environment"]["formula"]
     assert (config.environment["max_turns"], config.environment["token_budget"]) == (8, 8 * 64)
     assert (config.device, config.use_vllm) == ("cuda", False)
+    # --held-mutants: each held-out repository's own further bugs, as the pack's mutants option gives them.
+    args = agent_learning.parser().parse_args(shlex.split(options + " --held-mutants 2"))
+    config = agent_learning.agent_config(args, 2, store=tmp_path, output_dir=tmp_path / "job", overrides={})
+    held = [row["task"] for row in config.eval_rows]
+    assert held == [row["task"] for row in with_mutants(pack_rows()[5:8], 2)]
+    assert len(held) > 3 and {task.split("~")[0] for task in held} <= {row["task"] for row in pack_rows()[5:8]}
 
 
 def test_the_agent_runs_progress_sink_prints_steps_evaluations_and_alarms_as_they_come(capsys):
