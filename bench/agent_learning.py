@@ -19,6 +19,7 @@ finished), of turns with a valid tool call, and the mean turns, before and after
     .venv/bin/python bench/agent_learning.py --mutants 8 --warmup-mutants 8   # more bugs per repository
     .venv/bin/python bench/agent_learning.py --held-tasks 16 --eval-episodes 4   # a finer held-out measure
     .venv/bin/python bench/agent_learning.py --held-mutants 3   # 3 more bugs per held-out repository
+    .venv/bin/python bench/agent_learning.py --guided-calls     # no call closes before its arguments
 
 The reward is the environment's (tests + 0.1 * format) unless --habit gives the habit a weight
 (environment formula "tests + 0.1 * format + H * tested", or "... + H * edited * tested" with
@@ -104,6 +105,10 @@ def parser() -> argparse.ArgumentParser:
         help="per held-out repository, this many more of its bugs as held-out tasks: a finer held-out measure "
         "on repositories still never trained on",
     )  # fmt: skip
+    parser.add_argument(
+        "--guided-calls", action="store_true",
+        help="environment.guided_calls: no token may close a tool call before its required arguments",
+    )  # fmt: skip
     parser.add_argument("--seeds", type=seed_list, default="0,1", help="comma-separated, one job each")
     parser.add_argument(
         "--eval-episodes", type=int, default=1,
@@ -162,6 +167,7 @@ def job_params(args: argparse.Namespace, seed: int) -> dict:
         "warmup_sft_batch_size": 4,
         "eval_episodes": args.eval_episodes,
         "warmup_mutants": args.warmup_mutants,
+        "guided_calls": args.guided_calls,
     }
     if args.max_turns is not None:
         environment["max_turns"] = args.max_turns
@@ -295,7 +301,11 @@ def main() -> None:
         api = stack.client(stack.member("agent", team="Agents"))
         train, trained = pack(api, name="repo-fix train", limit=args.train_tasks, mutants=args.mutants)
         held, held_count = pack(
-            api, name="repo-fix held-out", offset=args.train_tasks, limit=args.held_tasks, mutants=args.held_mutants
+            api,
+            name="repo-fix held-out",
+            offset=args.train_tasks,
+            limit=args.held_tasks,
+            mutants=args.held_mutants,
         )
         print(
             f"training tasks: pack 0-{args.train_tasks - 1} ({trained} with mutants); held-out: {args.train_tasks}-"

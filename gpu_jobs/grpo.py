@@ -116,9 +116,11 @@ def main(
         # A supervised warm-up on scripted traces first, when the environment asks for one.
         start_dir = agent.start_model(Path(model_dir), resume=resume)
     output_dir = Path(config.output_dir)
+    # Guided tool calls (gpu_jobs.agent.guided_calls) steer transformers' generate; vLLM's turns are not guided.
+    guided = bool(config.environment and config.environment.get("guided_calls"))
     placement = device_args(
         device=config.device,
-        use_vllm=config.use_vllm,
+        use_vllm=config.use_vllm and not guided,
         host=HostInfo.detect(),
         activation_checkpointing=config.activation_checkpointing,
     )

@@ -15,10 +15,11 @@ class TransformersTurns:
     """Turns sampled with the model's own ``generate`` (the CPU, and a GPU without vLLM); greedy when
     ``temperature`` is 0 (held-out evaluation)."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, temperature: float) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, temperature: float, guided: bool = False) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.temperature = temperature
+        self.guided = guided  # environment.guided_calls: gpu_jobs.agent.guided_calls.CallGuard
 
     def generate(self, contexts: list[list[int]], max_new_tokens: int) -> tuple[list[list[int]], None]:
         """Each context's continuation (up to `max_new_tokens`); no log-probabilities."""
@@ -35,6 +36,13 @@ class TransformersTurns:
         sampling: dict[str, Any] = {"do_sample": False}
         if self.temperature > 0:
             sampling = {"do_sample": True, "temperature": self.temperature, "top_p": 1.0, "top_k": 0}
+        if self.guided:
+            from transformers import LogitsProcessorList
+
+            from gpu_jobs.agent.guided_calls import CallGuard
+
+            guard = CallGuard(tokenizer, start=longest, rows=len(contexts))
+            sampling["logits_processor"] = LogitsProcessorList([guard])
         was_training = model.training
         model.eval()
         try:
@@ -76,8 +84,11 @@ class VLLMTurns:
         return [list(seq) for seq in ids], flat
 
 
-def turn_generator(trainer: Any, model: Any, tokenizer: Any) -> TransformersTurns | VLLMTurns:
-    """vLLM when the trainer was set up with it (``use_vllm`` on a CUDA host), else transformers."""
+def turn_generator(
+    trainer: Any, model: Any, tokenizer: Any, *, guided: bool = False
+) -> TransformersTurns | VLLMTurns:
+    """vLLM when the trainer was set up with it (``use_vllm`` on a CUDA host), else transformers, its calls
+    guided when `guided` (environment.guided_calls: gpu_jobs.grpo then sets the trainer up without vLLM)."""
     if getattr(trainer, "use_vllm", False):
         vllm = getattr(trainer, "vllm_generation", None)
         if vllm is None:
@@ -85,4 +96,4 @@ def turn_generator(trainer: Any, model: Any, tokenizer: Any) -> TransformersTurn
                 "use_vllm: the trainer has no vLLM engine; set use_vllm to false or run on a GPU"
             )
         return VLLMTurns(vllm)
-    return TransformersTurns(model, tokenizer, temperature=trainer.args.temperature)
+    return TransformersTurns(model, tokenizer, temperature=trainer.args.temperature, guided=guided)

@@ -101,6 +101,16 @@ class EnvironmentSpec:
         },
     )
 
+    guided_calls: bool = field(
+        default=False,
+        metadata={
+            "help": "While a turn writes its tool call, no token may close the call before every argument its "
+            "tool requires is named (gpu_jobs.agent.guided_calls): a small model that ends replace_text "
+            "without 'new' is made to write it. The rest of the turn is the model's. The turns are then written "
+            "by transformers on a GPU too: vLLM's are not guided, so use_vllm does not apply."
+        },
+    )
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -162,6 +172,8 @@ def validate_environment(value: object) -> EnvironmentSpec:
             raise ValueError(
                 f"environment.warmup_sft_learning_rate: must be a number above 0, at most 1, got {v!r}"
             )
+    if not isinstance(value.get("guided_calls", False), bool):
+        raise ValueError(f"environment.guided_calls: must be true or false, got {value['guided_calls']!r}")
     fmt = value.get("tool_format", "auto")
     if fmt not in TOOL_FORMATS:
         raise ValueError(f"environment.tool_format: must be one of {', '.join(TOOL_FORMATS)}, got {fmt!r}")

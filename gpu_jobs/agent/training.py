@@ -164,7 +164,7 @@ class AgentRollouts:
                 f"environment.context_tokens: {self.spec.context_tokens} is more than the model's "
                 f"{positions} positions; lower it"
             )
-        generator = turn_generator(trainer, model, tokenizer)
+        generator = turn_generator(trainer, model, tokenizer, guided=self.spec.guided_calls)
         step = trainer.state.global_step + 1
         return self.run_episodes([_row_index(prompt) for prompt in prompts], tokenizer, generator, step=step)
 
@@ -215,10 +215,16 @@ class AgentRollouts:
 
         rounds = self.spec.eval_episodes
         if rounds == 1:
-            _, greedy, _, _ = self.play(rows, tokenizer, TransformersTurns(model, tokenizer, temperature=0.0))
+            _, greedy, _, _ = self.play(
+                rows,
+                tokenizer,
+                TransformersTurns(model, tokenizer, temperature=0.0, guided=self.spec.guided_calls),
+            )
             self._emit_held_out(step, rows, greedy)
             return agent_scores(rows, greedy)
-        sampler = TransformersTurns(model, tokenizer, temperature=self.config.temperature)
+        sampler = TransformersTurns(
+            model, tokenizer, temperature=self.config.temperature, guided=self.spec.guided_calls
+        )
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
         played: list[dict] = []
         results: list[EpisodeResult] = []
