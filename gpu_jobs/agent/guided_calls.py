@@ -12,7 +12,6 @@ is open and short of an argument.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,8 +61,40 @@ class CallScan:
         return True
 
     def would_close_early(self, text: str) -> bool:
-        """Whether `text`, written next, closes the arguments or the call before every required argument."""
-        return not copy.deepcopy(self).feed(text)
+        """Whether `text`, written next, closes the arguments or the call before every required argument.
+
+        Called for each closing token at every step, so it follows only what decides that (the strings, the
+        depth, the argument names written) on the side, leaving the scan as it is."""
+        missing = set(self.missing()) if self.in_call and not self.done else set()
+        if not missing:
+            return False
+        in_string, escaped, depth, string = self.in_string, self.escaped, len(self.open), self.string
+        key_next = bool(self.open) and self.open[-1][1]
+        for char in text:
+            if in_string:
+                if escaped:
+                    escaped, string = False, string + char
+                elif char == "\\":
+                    escaped = True
+                elif char == '"':
+                    in_string = False
+                    if depth == self.arguments_depth and key_next:
+                        missing.discard(string)
+                else:
+                    string += char
+            elif char == '"':
+                in_string, string = True, ""
+            elif char in "{[":
+                depth += 1
+            elif char in "}]":
+                if char == "}" and missing and depth in (1, self.arguments_depth):
+                    return True
+                depth, key_next = depth - 1, False
+            elif char == "<":
+                return bool(missing)
+            elif char in ":," and depth == self.arguments_depth:
+                key_next = char == ","
+        return False
 
     def _before_call(self, char: str) -> None:
         self.tail = (self.tail + char)[-len(max(OPEN_TAGS, key=len)) :]
@@ -135,6 +166,7 @@ class CallGuard:
         self.scans = [CallScan() for _ in range(rows)]
         self.read = 0  # generated tokens already fed to the scans
         self.closers = closing_tokens(tokenizer)
+        self.quoted = [(token, text) for token, text in self.closers if '"' in text]
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         generated = input_ids.shape[1] - self.start
@@ -143,7 +175,8 @@ class CallGuard:
                 scan.feed(self.tokenizer.decode([token], skip_special_tokens=False))
             if not scan.guarding():
                 continue
-            banned = [token for token, text in self.closers if scan.would_close_early(text)]
+            closers = self.quoted if scan.in_string else self.closers  # in a string, only a quote leaves it
+            banned = [token for token, text in closers if scan.would_close_early(text)]
             if self.tokenizer.eos_token_id is not None:
                 banned.append(self.tokenizer.eos_token_id)  # ending the turn ends the call too
             scores[row, banned] = float("-inf")

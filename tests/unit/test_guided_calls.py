@@ -25,7 +25,9 @@ def scan(text: str) -> CallScan:
         (OPEN_REPLACE, '"}', True),
         (OPEN_REPLACE, '"</tool_call>', True),  # the closing tag outside the JSON's strings
         (OPEN_REPLACE, "}} and <", False),  # inside old's text: not structure
+        (OPEN_REPLACE, '", "new": "return b"', False),
         (OPEN_REPLACE, '", "new": "return b"}}', False),
+        (OPEN_REPLACE, '", "neww": "return b"}}', True),
         (OPEN_REPLACE + '", "new": "x"', "}}</tool_call>", False),
         ('<tool>{"name": "read_file"', "}</tool>", True),  # no arguments object at all
         ('<tool>{"name": "read_file", "arguments": {', '"path": "a.py"}}', False),
