@@ -186,7 +186,8 @@ def test_gpu_smoke_agent_runs_the_benchs_job_on_the_tasks_the_bench_asks_the_pla
     config = agent_learning.agent_config(args, 2, store=tmp_path, output_dir=tmp_path / "job", overrides={})
     held = [row["task"] for row in config.eval_rows]
     assert held == [row["task"] for row in with_mutants(pack_rows()[5:8], 2)]
-    assert len(held) > 3 and {task.split("~")[0] for task in held} <= {row["task"] for row in pack_rows()[5:8]}
+    repositories = {row["task"] for row in pack_rows()[5:8]}
+    assert len(held) > 3 and {task.split("~")[0] for task in held} <= repositories
 
 
 def test_the_agent_runs_progress_sink_prints_steps_evaluations_and_alarms_as_they_come(capsys):
