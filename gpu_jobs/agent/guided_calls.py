@@ -1,13 +1,15 @@
-"""Guided tool calls (``environment.guided_calls``): while a turn writes its tool call, no token may close the
-call's arguments (or the call) before every argument its tool requires is named, so a turn cannot end
-``replace_text`` with ``old`` but no ``new``. Everything else is the model's own choice: its plan, the tool, the
-argument values, an unknown tool or argument (those still come back as malformed calls).
+"""Guided tool calls (``environment.guided_calls``): while a turn writes its tool call and an argument its tool
+requires is not written yet, the call cannot close, and its arguments object follows JSON's grammar: a quoted
+name of a missing argument, ``:``, a quoted value, ``,``. So a turn can no longer end ``replace_text`` with
+``old`` but no ``new``, nor write ``"old": "x" + y`` in its place. Everything else is the model's own choice: its
+plan, the tool, the values, the order of the arguments; once every argument is named the call is free again.
 
 ``CallScan`` follows the turn's text character by character (the tool-call JSON after ``<tool>`` or
-``<tool_call>``); ``CallGuard`` is a transformers LogitsProcessor that, for each episode of a batch, sets the
-score of every token that would close too early to minus infinity, and of the end-of-turn token. Only tokens
-holding a ``}`` or a ``<`` can close, so those are the only ones tried against the scan, and only while a call
-is open and short of an argument.
+``<tool_call>``); ``CallGuard`` is a transformers LogitsProcessor that, for each episode of a batch, leaves the
+score of every token that would break the rule at minus infinity (and of the end-of-turn token while a call is
+open and short of an argument). Only tokens that can break it are tried against the scan: those holding ``}``
+or ``<``, those holding a quote while in a string, and in the arguments object those whose first character
+outside spaces is the one the grammar allows next.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class CallScan:
     """Where a turn's text stands in its first tool call: before the open tag, in the call's JSON, or past it."""
 
     tail: str = ""  # the last characters before the open tag (to find it across tokens)
+    last: str = ""  # the last character read
     in_call: bool = False
     done: bool = False
     in_string: bool = False
@@ -36,7 +39,9 @@ class CallScan:
     name: str | None = None  # the tool named, once its string is closed
     arguments_depth: int = 0  # len(open) while the arguments object is open; 0: not open
     arguments_text: bool = False  # "arguments" came as a JSON string (the OpenAI style): not followed
-    keys: set[str] = field(default_factory=set)  # argument names written
+    keys: set[str] = field(default_factory=set)  # arguments written, name and value
+    # In the arguments object, what comes next: "key" (a quoted name), "colon", "value" (a quoted string), "comma".
+    phase: str = "key"
 
     def missing(self) -> list[str]:
         """Required arguments of the named tool not written yet ([] while the tool is unknown)."""
@@ -50,27 +55,50 @@ class CallScan:
 
     def feed(self, text: str) -> bool:
         """Reads `text`; False (the scan left part-way) at a character that would close the call too early:
-        a "}" closing the arguments or the call, or a "<" (the closing tag) outside a string."""
+        a "}" closing the arguments or the call, or a "<" (the closing tag) outside a string. (Whether text
+        keeps to the arguments' grammar is ``breaks``'s to say, before it is written.)"""
         for char in text:
             if self.done:
                 return True
+            self.last = char
             if not self.in_call:
                 self._before_call(char)
             elif not self._in_call(char):
                 return False
         return True
 
-    def would_close_early(self, text: str) -> bool:
-        """Whether `text`, written next, closes the arguments or the call before every required argument.
+    def next_characters(self) -> set[str] | None:
+        """In the arguments object of a call short of an argument, the characters that may come next (spaces
+        aside, outside strings); None elsewhere (in a value, outside the arguments), where only closing is
+        kept from."""
+        if not self.guarding() or not self.arguments_depth or len(self.open) != self.arguments_depth:
+            return None
+        if not self.in_string:
+            return {{"key": '"', "colon": ":", "value": '"', "comma": ","}[self.phase]}
+        if self.phase != "key":
+            return None
+        written = self.string
+        nexts = {
+            name[len(written)] for name in self.missing() if name.startswith(written) and name != written
+        }
+        return nexts | ({'"'} if written in self.missing() else set())
 
-        Called for each closing token at every step, so it follows only what decides that (the strings, the
-        depth, the argument names written) on the side, leaving the scan as it is."""
+    def breaks(self, text: str) -> bool:
+        """Whether `text`, written next, breaks the rule while an argument is missing: closes the arguments or
+        the call ("}" there, "<" outside a string), or leaves JSON's grammar in the arguments object.
+
+        Called for many tokens at every step, so it follows only what decides that (the strings, the depth,
+        the phase, the argument names) on the side, leaving the scan as it is."""
         missing = set(self.missing()) if self.in_call and not self.done else set()
         if not missing:
             return False
         in_string, escaped, depth, string = self.in_string, self.escaped, len(self.open), self.string
-        key_next = bool(self.open) and self.open[-1][1]
+        phase, at = self.phase, self.arguments_depth
+        named = self.open[-1][2] if at and depth == at else ""  # the argument whose value comes next
         for char in text:
+            if not missing:
+                return False
+            in_arguments = at and depth == at
             if in_string:
                 if escaped:
                     escaped, string = False, string + char
@@ -78,22 +106,32 @@ class CallScan:
                     escaped = True
                 elif char == '"':
                     in_string = False
-                    if depth == self.arguments_depth and key_next:
-                        missing.discard(string)
+                    if in_arguments and phase == "key":
+                        if string not in missing:
+                            return True
+                        named, phase = string, "colon"
+                    elif in_arguments:
+                        missing.discard(named)
+                        phase = "comma"
                 else:
                     string += char
-            elif char == '"':
+                    if in_arguments and phase == "key" and not any(m.startswith(string) for m in missing):
+                        return True
+                continue
+            if in_arguments and not char.isspace():
+                if char != {"key": '"', "colon": ":", "value": '"', "comma": ","}[phase]:
+                    return True
+                phase = {"colon": "value", "comma": "key"}.get(phase, phase)
+            if char == '"':
                 in_string, string = True, ""
             elif char in "{[":
                 depth += 1
             elif char in "}]":
-                if char == "}" and missing and depth in (1, self.arguments_depth):
+                if char == "}" and depth in (1, at):
                     return True
-                depth, key_next = depth - 1, False
+                depth -= 1
             elif char == "<":
-                return bool(missing)
-            elif char in ":," and depth == self.arguments_depth:
-                key_next = char == ","
+                return True
         return False
 
     def _before_call(self, char: str) -> None:
@@ -126,7 +164,7 @@ class CallScan:
             )
             self.open.append(["{", True, ""] if char == "{" else ["[", False, ""])
             if opens_arguments:
-                self.arguments_depth = len(self.open)
+                self.arguments_depth, self.phase = len(self.open), "key"
         elif char in "}]":
             if char == "}" and self.missing() and len(self.open) in (1, self.arguments_depth):
                 return False
@@ -134,21 +172,28 @@ class CallScan:
                 self.arguments_depth = 0
             if self.open:
                 self.open.pop()
+            if self.arguments_depth and len(self.open) == self.arguments_depth:
+                self.keys.add(self.open[-1][2])  # a nested value ended: its argument is written
+                self.phase = "comma"
             self.done = not self.open
         elif char == "<":
             return not self.missing()
         elif top is not None and top[0] == "{" and char in ":,":
             top[1] = char == ","
+            if len(self.open) == self.arguments_depth:
+                self.phase = "value" if char == ":" else "key"
         return True
 
     def _string_done(self) -> None:
         top = self.open[-1] if self.open else None
         if top is None or top[0] != "{":
             return
+        if len(self.open) == self.arguments_depth:
+            if not top[1]:  # a value: its argument is written
+                self.keys.add(top[2])
+            self.phase = "colon" if top[1] else "comma"
         if top[1]:
             top[2] = self.string
-            if len(self.open) == self.arguments_depth:
-                self.keys.add(self.string)
         elif len(self.open) == 1 and top[2] == "name":
             self.name = self.string
         elif len(self.open) == 1 and top[2] in ARGUMENT_KEYS:
@@ -157,16 +202,15 @@ class CallScan:
 
 class CallGuard:
     """A LogitsProcessor for ``model.generate`` over a batch of turns that start at column `start` of
-    input_ids (the contexts left-padded to one length): a token that would close a tool call's arguments, or
-    the call, before its tool's required arguments are written gets a score of minus infinity."""
+    input_ids (the contexts left-padded to one length): while a row's call is short of an argument, every
+    token that would break the rule (``CallScan.breaks``) gets a score of minus infinity."""
 
     def __init__(self, tokenizer: Any, *, start: int, rows: int) -> None:
         self.tokenizer = tokenizer
         self.start = start
         self.scans = [CallScan() for _ in range(rows)]
         self.read = 0  # generated tokens already fed to the scans
-        self.closers = closing_tokens(tokenizer)
-        self.quoted = [(token, text) for token, text in self.closers if '"' in text]
+        self.vocabulary = Vocabulary.of(tokenizer)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         generated = input_ids.shape[1] - self.start
@@ -175,8 +219,18 @@ class CallGuard:
                 scan.feed(self.tokenizer.decode([token], skip_special_tokens=False))
             if not scan.guarding():
                 continue
-            closers = self.quoted if scan.in_string else self.closers  # in a string, only a quote leaves it
-            banned = [token for token, text in closers if scan.would_close_early(text)]
+            words = self.vocabulary
+            nexts = scan.next_characters()
+            if nexts is not None:  # in the arguments object: only these characters can come next
+                allowed = [t for c in nexts for t, text in words.starting.get(c, []) if not scan.breaks(text)]
+                if not scan.in_string and not scan.last.isspace():
+                    allowed += words.spaces  # one run of spaces between two characters, not more
+                keep = scores[row, allowed].clone()
+                scores[row, :] = float("-inf")
+                scores[row, allowed] = keep
+                continue
+            tried = words.quoted if scan.in_string else words.closers  # in a value only a quote leaves it
+            banned = [token for token, text in tried if scan.breaks(text)]
             if self.tokenizer.eos_token_id is not None:
                 banned.append(self.tokenizer.eos_token_id)  # ending the turn ends the call too
             scores[row, banned] = float("-inf")
@@ -184,19 +238,40 @@ class CallGuard:
         return scores
 
 
-_CLOSERS: dict[tuple[str, int], list[tuple[int, str]]] = {}
+@dataclass
+class Vocabulary:
+    """A tokenizer's tokens as the guard tries them: (id, text) pairs, grouped once per tokenizer."""
+
+    closers: list[tuple[int, str]]  # holding "}" or "<"
+    quoted: list[tuple[int, str]]  # holding a quote
+    starting: dict[str, list[tuple[int, str]]]  # by the first character that is not a space
+    spaces: list[int]  # spaces alone
+
+    @classmethod
+    def of(cls, tokenizer: Any) -> Vocabulary:
+        key = (str(getattr(tokenizer, "name_or_path", "")), len(tokenizer))
+        if key not in _VOCABULARIES:
+            every = [
+                (token, tokenizer.decode([token], skip_special_tokens=False))
+                for token in range(len(tokenizer))
+            ]
+            starting: dict[str, list[tuple[int, str]]] = {}
+            for token, text in every:
+                if text.strip():
+                    starting.setdefault(text.lstrip()[0], []).append((token, text))
+            _VOCABULARIES[key] = cls(
+                closers=[(t, text) for t, text in every if "}" in text or "<" in text],
+                quoted=[(t, text) for t, text in every if '"' in text],
+                starting=starting,
+                spaces=[t for t, text in every if text and not text.strip()],
+            )
+        return _VOCABULARIES[key]
+
+
+_VOCABULARIES: dict[tuple[str, int], Vocabulary] = {}
 
 
 def closing_tokens(tokenizer: Any) -> list[tuple[int, str]]:
     """(id, text) of the vocabulary's tokens whose text holds a "}" or a "<": the only ones that can close a
-    call (found once per tokenizer)."""
-    key = (str(getattr(tokenizer, "name_or_path", "")), len(tokenizer))
-    if key not in _CLOSERS:
-        found = []
-        for token, piece in enumerate(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))):
-            if piece is not None and ("}" in piece or "<" in piece):
-                text = tokenizer.decode([token], skip_special_tokens=False)
-                if "}" in text or "<" in text:
-                    found.append((token, text))
-        _CLOSERS[key] = found
-    return _CLOSERS[key]
+    call."""
+    return Vocabulary.of(tokenizer).closers
