@@ -33,6 +33,12 @@ def malformed(sink) -> collections.Counter:
     return kinds
 
 
+def all_passed(reason: str) -> bool:
+    """Whether an episode's reason ("3/3 tests pass") says every test passed."""
+    passed, _, total = reason.partition(" ")[0].partition("/")
+    return passed.isdigit() and passed == total
+
+
 def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -62,8 +68,7 @@ def main() -> None:
         )
         for key, label in agent_learning.HABITS.items():
             print(f"  {label:<32} {scores[f'eval_agent/{key}']:.2f}")
-        solved = [e["task"] for e in sink.of_kind("rollout") if e.get("reason", "").startswith(tuple(
-            f"{n}/{n} " for n in range(1, 20)))]  # fmt: skip
+        solved = [e["task"] for e in sink.of_kind("rollout") if all_passed(e.get("reason", ""))]
         print(f"  solved: {', '.join(solved) or 'none'}")
         for kind, count in malformed(sink).most_common():
             print(f"  {count:>3} x {kind}")
