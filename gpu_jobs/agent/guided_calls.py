@@ -21,6 +21,8 @@ from gpu_jobs.agent.tools import TOOLS
 
 OPEN_TAGS = ("<tool>", "<tool_call>")
 ARGUMENT_KEYS = ("arguments", "parameters")  # the names gpu_jobs.agent.tools.parse_turn reads
+# In the arguments object, the character each phase takes (spaces aside): every argument's value is a string.
+EXPECTED = {"key": '"', "colon": ":", "value": '"', "comma": ","}
 
 
 @dataclass
@@ -74,7 +76,7 @@ class CallScan:
         if not self.guarding() or not self.arguments_depth or len(self.open) != self.arguments_depth:
             return None
         if not self.in_string:
-            return {{"key": '"', "colon": ":", "value": '"', "comma": ","}[self.phase]}
+            return {EXPECTED[self.phase]}
         if self.phase != "key":
             return None
         written = self.string
@@ -119,7 +121,7 @@ class CallScan:
                         return True
                 continue
             if in_arguments and not char.isspace():
-                if char != {"key": '"', "colon": ":", "value": '"', "comma": ","}[phase]:
+                if char != EXPECTED[phase]:
                     return True
                 phase = {"colon": "value", "comma": "key"}.get(phase, phase)
             if char == '"':
