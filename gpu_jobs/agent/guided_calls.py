@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_jobs.agent.tools import TOOLS
+from gpu_jobs.agent.tools import CALL_TAGS, TOOLS
 
-OPEN_TAGS = ("<tool>", "<tool_call>")
+OPEN_TAGS = tuple(f"<{tag}>" for tag in CALL_TAGS)
 ARGUMENT_KEYS = ("arguments", "parameters")  # the names gpu_jobs.agent.tools.parse_turn reads
 # In the arguments object, the character each phase takes (spaces aside): every argument's value is a string.
 EXPECTED = {"key": '"', "colon": ":", "value": '"', "comma": ","}
@@ -218,7 +218,7 @@ class CallGuard:
         generated = input_ids.shape[1] - self.start
         for row, scan in enumerate(self.scans):
             for token in input_ids[row, self.start + self.read : self.start + generated].tolist():
-                scan.feed(self.tokenizer.decode([token], skip_special_tokens=False))
+                scan.feed(self.vocabulary.text(token, self.tokenizer))
             if not scan.guarding():
                 continue
             words = self.vocabulary
@@ -244,6 +244,7 @@ class CallGuard:
 class Vocabulary:
     """A tokenizer's tokens as the guard tries them: (id, text) pairs, grouped once per tokenizer."""
 
+    texts: list[str]  # by id
     closers: list[tuple[int, str]]  # holding "}" or "<"
     quoted: list[tuple[int, str]]  # holding a quote
     starting: dict[str, list[tuple[int, str]]]  # by the first character that is not a space
@@ -262,6 +263,7 @@ class Vocabulary:
                 if text.strip():
                     starting.setdefault(text.lstrip()[0], []).append((token, text))
             _VOCABULARIES[key] = cls(
+                texts=[text for _, text in every],
                 closers=[(t, text) for t, text in every if "}" in text or "<" in text],
                 quoted=[(t, text) for t, text in every if '"' in text],
                 starting=starting,
@@ -269,11 +271,11 @@ class Vocabulary:
             )
         return _VOCABULARIES[key]
 
+    def text(self, token: int, tokenizer: Any) -> str:
+        """The token's text (decoded once with the vocabulary; a model's extra ids past it, now)."""
+        if token < len(self.texts):
+            return self.texts[token]
+        return tokenizer.decode([token], skip_special_tokens=False)
+
 
 _VOCABULARIES: dict[tuple[str, int], Vocabulary] = {}
-
-
-def closing_tokens(tokenizer: Any) -> list[tuple[int, str]]:
-    """(id, text) of the vocabulary's tokens whose text holds a "}" or a "<": the only ones that can close a
-    call."""
-    return Vocabulary.of(tokenizer).closers

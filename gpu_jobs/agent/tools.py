@@ -43,8 +43,9 @@ TOOLS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
     "finish": ("End the episode: the repository is final.", {}),
 }
 TOOL_NAMES = tuple(TOOLS)
-_TAG = re.compile(r"<(tool|tool_call)>(.*?)</\1>", re.DOTALL)
-_OPEN = re.compile(r"<(tool|tool_call)>")
+CALL_TAGS = ("tool", "tool_call")  # a call is written between <tag> and </tag>
+_TAG = re.compile(rf"<({'|'.join(CALL_TAGS)})>(.*?)</\1>", re.DOTALL)
+_OPEN = re.compile(rf"<({'|'.join(CALL_TAGS)})>")
 
 
 @dataclass

@@ -4,7 +4,7 @@ arguments are written, whatever the model would rather write; the rest of the tu
 import pytest
 
 from gpu_jobs.agent.generation import TransformersTurns
-from gpu_jobs.agent.guided_calls import CallScan, closing_tokens
+from gpu_jobs.agent.guided_calls import CallScan, Vocabulary
 from gpu_jobs.agent.spec import validate_environment
 from gpu_jobs.tiny_model import ensure_tiny_model
 from tests.unit.test_tiny_model import MODEL_STORE
@@ -124,7 +124,7 @@ def test_a_model_that_would_close_at_once_writes_on_until_the_arguments_are_ther
 
 def test_the_closing_tokens_are_those_holding_a_brace_or_a_tag_opener(tiny):
     _, tokenizer = tiny
-    texts = {text for _, text in closing_tokens(tokenizer)}
+    texts = {text for _, text in Vocabulary.of(tokenizer).closers}
     assert {"}", "<"} <= texts and all("}" in t or "<" in t for t in texts)
 
 
