@@ -56,17 +56,18 @@ class CallScan:
         return self.in_call and not self.done and bool(self.missing())
 
     def feed(self, text: str) -> bool:
-        """Reads `text`; False (the scan left part-way) at a character that would close the call too early:
-        a "}" closing the arguments or the call, or a "<" (the closing tag) outside a string. (Whether text
-        keeps to the arguments' grammar is ``breaks``'s to say, before it is written.)"""
+        """Reads `text`; False (the scan left part-way) at the first character that breaks the rule
+        (``breaks``): one that closes the call too early or leaves the arguments' grammar."""
         for char in text:
             if self.done:
                 return True
-            self.last = char
-            if not self.in_call:
-                self._before_call(char)
-            elif not self._in_call(char):
+            if self.in_call and self.breaks(char):
                 return False
+            self.last = char
+            if self.in_call:
+                self._in_call(char)
+            else:
+                self._before_call(char)
         return True
 
     def next_characters(self) -> set[str] | None:
@@ -141,7 +142,7 @@ class CallScan:
         if self.tail.endswith(OPEN_TAGS):
             self.in_call = True
 
-    def _in_call(self, char: str) -> bool:
+    def _in_call(self, char: str) -> None:
         if self.in_string:
             if self.escaped:
                 self.escaped, self.string = False, self.string + char
@@ -152,7 +153,7 @@ class CallScan:
                 self._string_done()
             else:
                 self.string += char
-            return True
+            return
         top = self.open[-1] if self.open else None
         if char == '"':
             self.in_string, self.string = True, ""
@@ -168,8 +169,6 @@ class CallScan:
             if opens_arguments:
                 self.arguments_depth, self.phase = len(self.open), "key"
         elif char in "}]":
-            if char == "}" and self.missing() and len(self.open) in (1, self.arguments_depth):
-                return False
             if len(self.open) == self.arguments_depth:
                 self.arguments_depth = 0
             if self.open:
@@ -178,13 +177,10 @@ class CallScan:
                 self.keys.add(self.open[-1][2])  # a nested value ended: its argument is written
                 self.phase = "comma"
             self.done = not self.open
-        elif char == "<":
-            return not self.missing()
         elif top is not None and top[0] == "{" and char in ":,":
             top[1] = char == ","
             if len(self.open) == self.arguments_depth:
                 self.phase = "value" if char == ":" else "key"
-        return True
 
     def _string_done(self) -> None:
         top = self.open[-1] if self.open else None

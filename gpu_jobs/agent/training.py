@@ -43,6 +43,7 @@ from gpu_jobs.agent.evaluation import agent_scores, edited_then_tested
 from gpu_jobs.agent.generation import TransformersTurns, VLLMTurns, turn_generator
 from gpu_jobs.agent.rendering import PlainRenderer, make_renderer
 from gpu_jobs.agent.spec import validate_environment
+from gpu_jobs.agent.tools import CALL_TAGS
 from gpu_jobs.agent.warmup import warm_up_model, warmup_message, warmup_warning
 from gpu_jobs.alarms import TamperingLog
 from gpu_jobs.device import HostInfo, resolve_device
@@ -459,14 +460,13 @@ def _row_index(prompt: Any) -> int:
 
 def _cut_after_call(ids: list[int], tokenizer: Any) -> list[int]:
     """The turn up to the end of its first complete tool call (the model would only talk past it)."""
-    text = tokenizer.decode(ids, skip_special_tokens=False)
-    ends = [text.find(tag) for tag in ("</tool>", "</tool_call>") if tag in text]
-    if not ends:
+    closers = tuple(f"</{tag}>" for tag in CALL_TAGS)
+    if not any(tag in tokenizer.decode(ids, skip_special_tokens=False) for tag in closers):
         return ids
     # Token boundaries need not match characters: take the shortest prefix whose text holds the whole call.
     for n in range(1, len(ids) + 1):
         piece = tokenizer.decode(ids[:n], skip_special_tokens=False)
-        if "</tool>" in piece or "</tool_call>" in piece:
+        if any(tag in piece for tag in closers):
             return ids[:n]
     return ids
 

@@ -40,10 +40,10 @@ def scan(text: str) -> CallScan:
         ('<tool>{"name": "read_file", "arguments": {', '"path": "a.py"}}', False),
         ('<tool>{"name": "run_tests", "arguments": {', "}}", False),  # nothing required
         (
-            '<tool>{"name": "apply_patch", "arguments": {"x": [1, {"diff": 2}]',
-            "}}",
+            '<tool>{"arguments": {"x": [1, {"diff": 2}]}, "name": "apply_patch"',
+            "}",
             True,
-        ),  # nested: not its own
+        ),  # the arguments before the name (nothing guarded yet): a nested "diff" is not its own
         (
             '<tool>{"name": "no_such_tool", "arguments": {',
             "}}",
