@@ -221,6 +221,8 @@ class CallGuard:
             nexts = scan.next_characters()
             if nexts is not None:  # in the arguments object: only these characters can come next
                 allowed = [t for c in nexts for t, text in words.starting.get(c, []) if not scan.breaks(text)]
+                if not allowed:  # no token of this vocabulary writes what comes next
+                    continue  # a row with every token masked would leave nothing to sample: it stays the model's
                 if not scan.in_string and not scan.last.isspace():
                     allowed += words.spaces  # one run of spaces between two characters, not more
                 keep = scores[row, allowed].clone()

@@ -133,3 +133,27 @@ def test_the_option_is_checked():
     assert validate_environment({}).guided_calls is False
     with pytest.raises(ValueError, match=r"^environment.guided_calls: must be true or false, got 'yes'"):
         validate_environment({"guided_calls": "yes"})
+
+
+def test_a_vocabulary_without_the_next_character_leaves_the_row_to_the_model(tiny):
+    """Masking every token of a row would leave nothing to sample: where no token of the tokenizer writes what
+    the arguments' grammar wants next, that row's scores stay as the model gave them."""
+    import dataclasses
+
+    import torch
+
+    from gpu_jobs.agent.guided_calls import CallGuard
+
+    _, tokenizer = tiny
+    context = tokenizer("Fix it.\n")["input_ids"]
+    written = tokenizer(OPEN_REPLACE + '"')["input_ids"]  # old's value closed: only "," may come next
+    input_ids = torch.tensor([context + written])
+
+    def guarded(guard: CallGuard) -> torch.Tensor:
+        return guard(input_ids, torch.zeros(1, len(tokenizer)))[0]
+
+    scores = guarded(CallGuard(tokenizer, start=len(context), rows=1))
+    assert torch.isinf(scores).any() and torch.isfinite(scores).any()  # the grammar holds where it can
+    bare = CallGuard(tokenizer, start=len(context), rows=1)
+    bare.vocabulary = dataclasses.replace(bare.vocabulary, starting={})
+    assert torch.isfinite(guarded(bare)).all()
