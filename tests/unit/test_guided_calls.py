@@ -1,10 +1,13 @@
 """Guided tool calls (environment.guided_calls): a turn cannot close its tool call before the tool's required
 arguments are written, whatever the model would rather write; the rest of the turn stays the model's."""
 
+import dataclasses
+
 import pytest
+import torch
 
 from gpu_jobs.agent.generation import TransformersTurns
-from gpu_jobs.agent.guided_calls import CallScan, Vocabulary
+from gpu_jobs.agent.guided_calls import CallGuard, CallScan, Vocabulary
 from gpu_jobs.agent.spec import validate_environment
 from gpu_jobs.tiny_model import ensure_tiny_model
 from tests.unit.test_tiny_model import MODEL_STORE
@@ -138,12 +141,6 @@ def test_the_option_is_checked():
 def test_a_vocabulary_without_the_next_character_leaves_the_row_to_the_model(tiny):
     """Masking every token of a row would leave nothing to sample: where no token of the tokenizer writes what
     the arguments' grammar wants next, that row's scores stay as the model gave them."""
-    import dataclasses
-
-    import torch
-
-    from gpu_jobs.agent.guided_calls import CallGuard
-
     _, tokenizer = tiny
     context = tokenizer("Fix it.\n")["input_ids"]
     written = tokenizer(OPEN_REPLACE + '"')["input_ids"]  # old's value closed: only "," may come next
