@@ -95,6 +95,12 @@ def main_cli() -> None:
     parser.add_argument("--generations", type=int, help="override num_generations")
     parser.add_argument("--temperature", type=float, help="override temperature")
     parser.add_argument("--seed", type=int, help="override seed")
+    parser.add_argument(
+        "--generate-ahead",
+        choices=("auto", "on", "off"),
+        help="override generate_ahead (on: each batch's rewards scored while the next step generates; one "
+        "step off-policy)",
+    )
     args = parser.parse_args()
     overrides = {
         key: value
@@ -105,6 +111,7 @@ def main_cli() -> None:
             "num_generations": args.generations,
             "temperature": args.temperature,
             "seed": args.seed,
+            "generate_ahead": args.generate_ahead,
         }.items()
         if value is not None
     }

@@ -18,6 +18,8 @@ from typing import Any
 
 DEVICES = ("auto", "cpu", "cuda")
 CHECKPOINTING = ("auto", "on", "off")  # activation (gradient) checkpointing; auto: on a GPU only
+# generate_ahead: each batch's rewards scored during the next step (gpu_jobs.ahead); auto: on a GPU only.
+GENERATE_AHEAD = ("auto", "on", "off")
 # vLLM reserves this share of GPU memory for its KV cache in colocate mode; the rest stays for training.
 VLLM_GPU_MEMORY_UTILIZATION = 0.3
 # What long prompts need from the colocated vLLM engine: a group's completions share their prompt, so its KV

@@ -34,7 +34,7 @@ from gpu_jobs.ahead import STEP_COLUMN
 from gpu_jobs.alarms import AlarmWatch, ForgettingWatch, TamperingLog
 from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.control import JobControl, NoControl, control_callback, latest_checkpoint
-from gpu_jobs.device import HostInfo, device_args, install_vllm_engine_options
+from gpu_jobs.device import HostInfo, device_args, install_vllm_engine_options, resolve_device
 from gpu_jobs.domains import DomainScorer, is_scored, row_domain
 from gpu_jobs.evaluation import evaluate
 from gpu_jobs.lengths import JobLengths, prepare_lengths
@@ -92,7 +92,10 @@ def main(
         sink=sink,
     )
     config = lengths.config
-    trainer_config, trainer_class, algorithm_args = algorithm_classes(config, overlap=overlap_rewards)
+    host = HostInfo.detect()
+    trainer_config, trainer_class, algorithm_args = algorithm_classes(
+        config, overlap=overlap_rewards, device=resolve_device(config.device, host)
+    )
     recorder = RolloutRecorder(config=config, sink=sink)
     recorder.curriculum = lengths.curriculum
     # Each verifier scores only the rows of its domains (every row when it names none).
@@ -121,7 +124,7 @@ def main(
     placement = device_args(
         device=config.device,
         use_vllm=config.use_vllm and not guided,
-        host=HostInfo.detect(),
+        host=host,
         activation_checkpointing=config.activation_checkpointing,
     )
     if placement["use_vllm"]:

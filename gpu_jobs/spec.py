@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from gpu_jobs.agent.spec import validate_environment
 from gpu_jobs.curriculum import Stage, parse_curriculum
-from gpu_jobs.device import CHECKPOINTING, DEVICES
+from gpu_jobs.device import CHECKPOINTING, DEVICES, GENERATE_AHEAD
 from gpu_jobs.prompt_length import OVERFLOW_POLICIES
 
 # The loss formulations TRL 1.16's GRPOTrainer accepts with its default token-level importance sampling;
@@ -222,13 +222,17 @@ class TrainingSettings:
             "ignored on the CPU."
         },
     )
-    generate_ahead: bool = field(
-        default=False,
+    generate_ahead: str = field(
+        default="auto",
         metadata={
             "help": "Generate the next step's completions while this step's rewards are scored, so slow "
             "verifiers (sandboxed tests) never hold a step: each step then trains on completions one update "
-            "old, weighed by TRL's clipped importance ratio (one step off-policy). algorithm grpo only; not "
-            "for agent jobs."
+            "old, weighed by TRL's clipped importance ratio (one step off-policy). auto: on where the model "
+            "trains on a GPU (its generation and update leave the CPU's cores to the sandboxes) for algorithm "
+            "grpo jobs that are not agent jobs; off on the CPU, where the model and the sandboxes share the "
+            "cores and the step gets slower. on: algorithm grpo only, not for agent jobs. true and false are "
+            "taken as on and off.",
+            "choices": GENERATE_AHEAD,
         },
     )
     environment: dict | None = field(
@@ -294,12 +298,10 @@ class TrainingSettings:
         self._check_choice("device")
         self._check_choice("activation_checkpointing")
         check(isinstance(self.use_vllm, bool), "use_vllm", f"must be true or false, got {self.use_vllm!r}")
-        check(
-            isinstance(self.generate_ahead, bool),
-            "generate_ahead",
-            f"must be true or false, got {self.generate_ahead!r}",
-        )
-        if self.generate_ahead:
+        if isinstance(self.generate_ahead, bool):  # what the setting was before auto: true or false
+            object.__setattr__(self, "generate_ahead", "on" if self.generate_ahead else "off")
+        self._check_choice("generate_ahead")
+        if self.generate_ahead == "on":
             check(
                 self.algorithm == "grpo",
                 "generate_ahead",

@@ -4,8 +4,11 @@
   (no loss_type: its loss is fixed). Both take the same generation, reward and optimiser settings.
 - ``overlap`` (the default): the trainer class is wrapped by ``gpu_jobs.overlap.overlapped``, which scores a
   step's rewards (sandboxed verifiers included) while the rest of the step's forward passes run.
-- ``generate_ahead``: wrapped by ``gpu_jobs.ahead.ahead`` instead: a batch's rewards are scored while the next
-  batch is generated and the step updates on the batch before (one step off-policy; grpo only).
+- ``generate_ahead`` (``generates_ahead``): wrapped by ``gpu_jobs.ahead.ahead`` instead: a batch's rewards are
+  scored while the next batch is generated and the step updates on the batch before (one step off-policy; grpo
+  only). "auto" turns it on where the model trains on a GPU: there generation and the update leave the CPU's
+  cores to the sandboxes, so the rewards are hidden whole; on the CPU the model and the sandboxes share the
+  cores, nothing is left idle to hide them behind, and the step got slower (bench/train_step.py).
 - ``lora_rank`` > 0: a PEFT ``LoraConfig`` handed to the trainer, which wraps the model; checkpoints are
   saved with the adapters merged into the base weights (``save_model``) so every checkpoint is a plain model
   folder that serving and evaluation load like any other.
@@ -17,11 +20,28 @@ from pathlib import Path
 from typing import Any
 
 from gpu_jobs.config import GRPOJobConfig
+from gpu_jobs.spec import TrainingSettings
 
 
-def algorithm_classes(config: GRPOJobConfig, *, overlap: bool = True) -> tuple[type, type, dict]:
-    """(TRL config class, trainer class, extra config arguments) for ``config.algorithm``; with ``overlap``
-    the trainer scores rewards while the step's other work runs, with the same results (gpu_jobs.overlap)."""
+def generates_ahead(config: TrainingSettings, *, device: str) -> bool:
+    """Whether the job, training on ``device`` ("cpu" or "cuda"), scores each batch's rewards during the next
+    step (gpu_jobs.ahead): "on", or "auto" on a GPU for a grpo job that is not an agent job."""
+    if config.generate_ahead == "on":
+        return True
+    return (
+        config.generate_ahead == "auto"
+        and device == "cuda"
+        and config.algorithm == "grpo"
+        and config.environment is None
+    )
+
+
+def algorithm_classes(
+    config: TrainingSettings, *, overlap: bool = True, device: str = "cpu"
+) -> tuple[type, type, dict]:
+    """(TRL config class, trainer class, extra config arguments) for ``config.algorithm`` on ``device``; with
+    ``overlap`` the trainer scores rewards while the step's other work runs, with the same results
+    (gpu_jobs.overlap); where the job generates ahead (``generates_ahead``), during the next step instead."""
     from gpu_jobs.overlap import overlapped
 
     if config.algorithm == "rloo":
@@ -30,7 +50,7 @@ def algorithm_classes(config: GRPOJobConfig, *, overlap: bool = True) -> tuple[t
         return RLOOConfig, overlapped(RLOOTrainer) if overlap else RLOOTrainer, {}
     from trl import GRPOConfig, GRPOTrainer
 
-    if config.generate_ahead:
+    if generates_ahead(config, device=device):
         from gpu_jobs.ahead import ahead
 
         return GRPOConfig, ahead(GRPOTrainer), {"loss_type": config.loss_type}

@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
+from gpu_jobs.overlap import REWARD_TIME, REWARD_WAIT  # noqa: E402
 from gpu_jobs.sink import ListSink  # noqa: E402
 
 NOT_READY = 2
@@ -71,6 +72,13 @@ def main() -> int:
     parser.add_argument("--domain", default="chain_sum", help="the reasoning-gym task SmolLM2 trains on")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--no-vllm", action="store_true", help="generate with transformers, not vLLM")
+    parser.add_argument(
+        "--generate-ahead",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the job's generate_ahead (auto, the default, is on on a GPU): run with off and with on to compare "
+        "the step time and the reward time waited for",
+    )
     parser.add_argument("--store", default=str(ROOT / "var" / "models"), help="model store")
     parser.add_argument(
         "--agent",
@@ -98,7 +106,12 @@ def main() -> int:
     print(f"gpu-smoke: {torch.cuda.device_count()} CUDA device(s), running on {device}", flush=True)
     if agent is not None:
         return run_agent(agent, store=Path(args.store), on_gpu={"device": "cuda", "use_vllm": use_vllm})
-    on_gpu = {"max_steps": args.steps, "device": "cuda", "use_vllm": use_vllm}
+    on_gpu = {
+        "max_steps": args.steps,
+        "device": "cuda",
+        "use_vllm": use_vllm,
+        "generate_ahead": args.generate_ahead,
+    }
     with tempfile.TemporaryDirectory(prefix="anneal-gpu-smoke-") as tmp:
         if args.model == SMOLLM2_NAME:
             ensure_smollm2(Path(args.store))
@@ -135,6 +148,13 @@ def main() -> int:
         tokens = completions * (statistics.median(lengths) if lengths else float("nan"))
         print(
             f"gpu-smoke: {per_step * 1000:.0f} ms per step (wall / steps), {tokens / per_step:,.0f} tokens/s"
+        )
+    reward_times = [m[REWARD_TIME] for m in steady if REWARD_TIME in m and REWARD_WAIT in m]
+    if reward_times:
+        reward, waited = statistics.median(reward_times), statistics.median(m[REWARD_WAIT] for m in steady)
+        print(
+            f"gpu-smoke: generate_ahead {args.generate_ahead}: median reward time {reward * 1000:.0f} ms, "
+            f"waited for {waited * 1000:.0f} ms, {1 - waited / reward if reward else 0:.0%} hidden"
         )
     held_out = [m for m in sink.of_kind("metric") if "eval/mean" in m]
     if len(held_out) >= 2:

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gpu_jobs.ahead import AHEAD, ahead
+from gpu_jobs.ahead import AHEAD, RewardsAhead, ahead
 from gpu_jobs.overlap import REWARD_TIME, REWARD_WAIT
 from gpu_jobs.spec import TrainingSettings
+from gpu_jobs.trainers import generates_ahead
 from tests.unit.test_reward_overlap import digit_count, run, trl_trainer, without_timings
 
 
@@ -72,3 +73,42 @@ def test_a_job_generated_ahead_reports_each_step_once_and_is_seeded(tmp_path):
 def test_generate_ahead_is_refused_where_it_cannot_apply_naming_why(settings, message):
     with pytest.raises(ValueError, match=message):
         TrainingSettings(generate_ahead=True, **settings)
+
+
+def test_generate_ahead_is_auto_by_default_and_takes_the_old_true_and_false():
+    assert TrainingSettings().generate_ahead == "auto"
+    # Jobs stored and clients written while the setting was a boolean keep working.
+    assert TrainingSettings(generate_ahead=True).generate_ahead == "on"
+    assert TrainingSettings(generate_ahead=False).generate_ahead == "off"
+    with pytest.raises(ValueError, match="generate_ahead: must be one of auto, on, off, got 'always'"):
+        TrainingSettings(generate_ahead="always")
+    # auto only asks for it where it applies: rloo and agent jobs are taken as they are.
+    assert TrainingSettings(algorithm="rloo").generate_ahead == "auto"
+    assert TrainingSettings(environment={"name": "repo_tests"}).generate_ahead == "auto"
+
+
+@pytest.mark.parametrize(
+    "settings, device, expected",
+    [
+        ({}, "cuda", True),  # auto on a GPU: generation and the update leave the cores to the sandboxes
+        ({}, "cpu", False),  # auto on the CPU: the model and the sandboxes share the cores
+        ({"algorithm": "rloo"}, "cuda", False),
+        ({"environment": {"name": "repo_tests"}}, "cuda", False),
+        ({"generate_ahead": "on"}, "cpu", True),
+        ({"generate_ahead": "off"}, "cuda", False),
+    ],
+)
+def test_auto_generates_ahead_on_a_gpu_for_grpo_jobs_only(settings, device, expected):
+    assert generates_ahead(TrainingSettings(**settings), device=device) is expected
+
+
+def test_the_trainer_class_follows_the_device():
+    from trl import GRPOTrainer
+
+    from gpu_jobs.overlap import RewardOverlap
+    from gpu_jobs.trainers import algorithm_classes
+
+    _, on_gpu, _ = algorithm_classes(TrainingSettings(), device="cuda")
+    _, on_cpu, _ = algorithm_classes(TrainingSettings(), device="cpu")
+    assert issubclass(on_gpu, RewardsAhead) and issubclass(on_gpu, GRPOTrainer)
+    assert not issubclass(on_cpu, RewardsAhead) and issubclass(on_cpu, RewardOverlap)
