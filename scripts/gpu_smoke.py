@@ -149,9 +149,10 @@ def main() -> int:
         print(
             f"gpu-smoke: {per_step * 1000:.0f} ms per step (wall / steps), {tokens / per_step:,.0f} tokens/s"
         )
-    reward_times = [m[REWARD_TIME] for m in steady if REWARD_TIME in m and REWARD_WAIT in m]
-    if reward_times:
-        reward, waited = statistics.median(reward_times), statistics.median(m[REWARD_WAIT] for m in steady)
+    timed = [m for m in steady if REWARD_TIME in m and REWARD_WAIT in m]
+    if timed:
+        reward = statistics.median(m[REWARD_TIME] for m in timed)
+        waited = statistics.median(m[REWARD_WAIT] for m in timed)
         print(
             f"gpu-smoke: generate_ahead {args.generate_ahead}: median reward time {reward * 1000:.0f} ms, "
             f"waited for {waited * 1000:.0f} ms, {1 - waited / reward if reward else 0:.0%} hidden"
