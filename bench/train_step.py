@@ -51,8 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
 from bench.learning import demo_config  # noqa: E402
-from gpu_jobs.device import HostInfo, resolve_device  # noqa: E402
 from gpu_jobs import grpo  # noqa: E402
+from gpu_jobs.device import HostInfo, resolve_device  # noqa: E402
 from gpu_jobs.sink import FolderCheckpointStore, ListSink  # noqa: E402
 from gpu_jobs.tiny_model import ensure_tiny_model  # noqa: E402
 
