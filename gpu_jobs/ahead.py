@@ -24,8 +24,8 @@ used. A batch's reward metrics and rollouts are reported at the step that genera
 Still seeded: generation, the only use of the random state besides the shuffle, runs while the main thread
 waits, so draws happen in the same order in every run of the same config.
 
-On by default where the model trains on a GPU (generate_ahead "auto", gpu_jobs.trainers.generates_ahead): there
-the sandboxes have the CPU's cores to themselves. On the CPU the model and the sandboxes share the cores, and
+On by default where the model trains on a GPU and a verifier is slow (generate_ahead "auto",
+gpu_jobs.trainers.generates_ahead): there the sandboxes have the CPU's cores to themselves. On the CPU the model and the sandboxes share the cores, and
 generating ahead made the demo's step slower (bench/train_step.py), so auto leaves it off there.
 
 Stands aside (TRL's own path, or the on-policy overlap, runs) wherever the plain order is needed: several

@@ -40,11 +40,11 @@ from gpu_jobs.evaluation import evaluate
 from gpu_jobs.lengths import JobLengths, prepare_lengths
 from gpu_jobs.model_store import resolve_model
 from gpu_jobs.prompt_length import codec_from_folder, codec_from_tokenizer
-from gpu_jobs.rewards import ScoreResult, build_scorer
+from gpu_jobs.rewards import ScoreResult, build_scorer, slow_to_score
 from gpu_jobs.rewards.base import TAMPERING_PART, BatchScorer, is_tampering, tampering_what
 from gpu_jobs.sampler import DomainWeights, group_signal, prepare_sampling
 from gpu_jobs.sink import CheckpointStore, EventSink
-from gpu_jobs.trainers import algorithm_classes, lora_config, save_model
+from gpu_jobs.trainers import algorithm_classes, generates_ahead, lora_config, save_model
 
 if TYPE_CHECKING:
     from gpu_jobs.curriculum import LengthCurriculum
@@ -93,8 +93,13 @@ def main(
     )
     config = lengths.config
     host = HostInfo.detect()
+    ahead_on = generates_ahead(
+        config,
+        device=resolve_device(config.device, host),
+        slow_rewards=any(slow_to_score(verifier["spec"]) for verifier in config.verifiers),
+    )
     trainer_config, trainer_class, algorithm_args = algorithm_classes(
-        config, overlap=overlap_rewards, device=resolve_device(config.device, host)
+        config, overlap=overlap_rewards, generate_ahead=ahead_on
     )
     recorder = RolloutRecorder(config=config, sink=sink)
     recorder.curriculum = lengths.curriculum

@@ -228,10 +228,11 @@ class TrainingSettings:
             "help": "Generate the next step's completions while this step's rewards are scored, so slow "
             "verifiers (sandboxed tests) never hold a step: each step then trains on completions one update "
             "old, weighed by TRL's clipped importance ratio (one step off-policy). auto: on where the model "
-            "trains on a GPU (its generation and update leave the CPU's cores to the sandboxes) for algorithm "
-            "grpo jobs that are not agent jobs; off on the CPU, where the model and the sandboxes share the "
-            "cores and the step gets slower. on: algorithm grpo only, not for agent jobs. true and false are "
-            "taken as on and off.",
+            "trains on a GPU (its generation and update leave the CPU's cores to the sandboxes) and a verifier "
+            "is slow (runs code in a sandbox, calls out or runs a model), for algorithm grpo jobs that are not "
+            "agent jobs; off on the CPU, where the model and the sandboxes share the cores and the step gets "
+            "slower, and with only cheap verifiers (nothing to hide). on: algorithm grpo only, not for agent "
+            "jobs. true and false are taken as on and off.",
             "choices": GENERATE_AHEAD,
         },
     )

@@ -6,9 +6,10 @@
   step's rewards (sandboxed verifiers included) while the rest of the step's forward passes run.
 - ``generate_ahead`` (``generates_ahead``): wrapped by ``gpu_jobs.ahead.ahead`` instead: a batch's rewards are
   scored while the next batch is generated and the step updates on the batch before (one step off-policy; grpo
-  only). "auto" turns it on where the model trains on a GPU: there generation and the update leave the CPU's
-  cores to the sandboxes, so the rewards are hidden whole; on the CPU the model and the sandboxes share the
-  cores, nothing is left idle to hide them behind, and the step got slower (bench/train_step.py).
+  only). "auto" turns it on where the model trains on a GPU and a verifier is slow (sandboxed code, a call
+  out, a model): there generation and the update leave the CPU's cores to the sandboxes, so the rewards are
+  hidden whole; on the CPU the model and the sandboxes share the cores, nothing is left idle to hide them
+  behind, and the step got slower (bench/train_step.py).
 - ``lora_rank`` > 0: a PEFT ``LoraConfig`` handed to the trainer, which wraps the model; checkpoints are
   saved with the adapters merged into the base weights (``save_model``) so every checkpoint is a plain model
   folder that serving and evaluation load like any other.
@@ -23,25 +24,29 @@ from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.spec import TrainingSettings
 
 
-def generates_ahead(config: TrainingSettings, *, device: str) -> bool:
+def generates_ahead(settings: TrainingSettings, *, device: str, slow_rewards: bool) -> bool:
     """Whether the job, training on ``device`` ("cpu" or "cuda"), scores each batch's rewards during the next
-    step (gpu_jobs.ahead): "on", or "auto" on a GPU for a grpo job that is not an agent job."""
-    if config.generate_ahead == "on":
+    step (gpu_jobs.ahead): "on"; or "auto" on a GPU, for a grpo job that is not an agent job, when
+    ``slow_rewards`` (a verifier runs code in a sandbox, calls out or runs a model: registry.slow_to_score).
+    Cheap verifiers (exact match, a pattern) take milliseconds: nothing to hide, so the step would only pay
+    generating ahead's extra forward pass (the old policy's log-probabilities) and go off-policy."""
+    if settings.generate_ahead == "on":
         return True
     return (
-        config.generate_ahead == "auto"
+        settings.generate_ahead == "auto"
         and device == "cuda"
-        and config.algorithm == "grpo"
-        and config.environment is None
+        and slow_rewards
+        and settings.algorithm == "grpo"
+        and settings.environment is None
     )
 
 
 def algorithm_classes(
-    config: TrainingSettings, *, overlap: bool = True, device: str = "cpu"
+    config: TrainingSettings, *, overlap: bool = True, generate_ahead: bool = False
 ) -> tuple[type, type, dict]:
-    """(TRL config class, trainer class, extra config arguments) for ``config.algorithm`` on ``device``; with
-    ``overlap`` the trainer scores rewards while the step's other work runs, with the same results
-    (gpu_jobs.overlap); where the job generates ahead (``generates_ahead``), during the next step instead."""
+    """(TRL config class, trainer class, extra config arguments) for ``config.algorithm``; with ``overlap``
+    the trainer scores rewards while the step's other work runs, with the same results (gpu_jobs.overlap);
+    with ``generate_ahead`` (``generates_ahead``; grpo only), during the next step instead (gpu_jobs.ahead)."""
     from gpu_jobs.overlap import overlapped
 
     if config.algorithm == "rloo":
@@ -50,7 +55,7 @@ def algorithm_classes(
         return RLOOConfig, overlapped(RLOOTrainer) if overlap else RLOOTrainer, {}
     from trl import GRPOConfig, GRPOTrainer
 
-    if generates_ahead(config, device=device):
+    if generate_ahead:
         from gpu_jobs.ahead import ahead
 
         return GRPOConfig, ahead(GRPOTrainer), {"loss_type": config.loss_type}

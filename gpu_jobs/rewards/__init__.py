@@ -5,6 +5,14 @@ sandbox through `sandboxes.SandboxClient`.
 """
 
 from gpu_jobs.rewards.base import Scorer, ScoreResult, SpecError
-from gpu_jobs.rewards.registry import VERIFIER_TYPES, build_scorer, validate_spec
+from gpu_jobs.rewards.registry import VERIFIER_TYPES, build_scorer, slow_to_score, validate_spec
 
-__all__ = ["VERIFIER_TYPES", "ScoreResult", "Scorer", "SpecError", "build_scorer", "validate_spec"]
+__all__ = [
+    "VERIFIER_TYPES",
+    "ScoreResult",
+    "Scorer",
+    "SpecError",
+    "build_scorer",
+    "slow_to_score",
+    "validate_spec",
+]

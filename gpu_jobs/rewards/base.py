@@ -125,6 +125,9 @@ class Scorer(ABC):
     example: ClassVar[dict] = {}
     # Types that call out (model_judge, and composite for its parts) take `outbound=` when built.
     uses_outbound: ClassVar[bool] = False
+    # Types whose checks run code in a sandbox, call out or run a model: tens of milliseconds to seconds each,
+    # which a training step would wait for (registry.slow_to_score; gpu_jobs.trainers.generates_ahead).
+    slow: ClassVar[bool] = False
 
     def __init__(self, spec: dict, *, sandbox: SandboxClient | None = None) -> None:
         self.spec = spec

@@ -27,6 +27,7 @@ CHUNK = 16
 
 class CustomPython(Scorer):
     type_name = "custom_python"
+    slow = True
     summary = "Custom Python: your own score(row, completion) function, run in a sandbox"
     example = {
         "type": "custom_python",

@@ -43,6 +43,7 @@ def cosines(candidates: list[str], references: list[str]) -> list[float]:
 
 class EmbeddingSimilarity(Scorer):
     type_name = "embedding"
+    slow = True
     summary = "Embedding similarity: meaning-level closeness to a reference (MiniLM cosine, 0..1)"
     example = {"type": "embedding", "reference_field": "answer", "min_cosine": 0.5}
     fields = (

@@ -53,6 +53,7 @@ MAX_COMPLETION_CHARS = 20000
 
 class ModelJudge(Scorer):
     type_name = "model_judge"
+    slow = True
     summary = (
         "Model judge: a rubric sent to an allowed OpenAI-compatible endpoint or a team deployment; "
         "its score, scaled to 0..1"

@@ -50,6 +50,7 @@ class PythonTests(Scorer):
     """
 
     type_name = "python_tests"
+    slow = True
     summary = (
         "Python tests: run the model's program against tests (stdin/stdout, calls or asserts) in a sandbox"
     )

@@ -30,7 +30,7 @@ from gpu_jobs.rewards.spreadsheet import Spreadsheet
 from gpu_jobs.rewards.sql_result import SqlResult
 from gpu_jobs.rewards.table import TableMatch
 
-__all__ = ["VERIFIER_TYPES", "build_scorer", "construct", "validate_spec"]
+__all__ = ["VERIFIER_TYPES", "build_scorer", "construct", "slow_to_score", "validate_spec"]
 
 if TYPE_CHECKING:
     from gpu_jobs.rewards.outbound import Outbound
@@ -72,3 +72,12 @@ def build_scorer(
     """
     clean = validate_spec(spec)
     return construct(clean, sandbox=sandbox, outbound=outbound)
+
+
+def slow_to_score(spec: dict) -> bool:
+    """Whether a verifier (a composite: any of its parts) runs code in a sandbox, calls out or runs a model:
+    checks of tens of milliseconds to seconds each, which a training step would wait for."""
+    kind = VERIFIER_TYPES.get(spec.get("type", ""))
+    return bool(kind and kind.slow) or any(
+        slow_to_score(part.get("spec") or {}) for part in spec.get("parts") or []
+    )

@@ -100,6 +100,7 @@ def _grey(png: bytes):
 
 class Render(Scorer):
     type_name = "render"
+    slow = True
     summary = "Render: the answer's SVG rendered in a sandbox and compared with the reference's by SSIM"
     example = {"type": "render", "reference_field": "svg", "width": 64, "height": 64}
     fields = (

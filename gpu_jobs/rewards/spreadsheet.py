@@ -205,6 +205,7 @@ def same_value(got: str, want: str, tolerance: float) -> bool:
 
 class Spreadsheet(Scorer):
     type_name = "spreadsheet"
+    slow = True
     summary = (
         "Spreadsheet: the answer's formulas evaluated by LibreOffice in a sandbox, against the reference's"
     )

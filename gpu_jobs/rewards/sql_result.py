@@ -220,6 +220,7 @@ def extract_sql(text: str) -> str:
 
 class SqlResult(Scorer):
     type_name = "sql_result"
+    slow = True
     summary = (
         "SQL result: the answer's query returns the reference query's rows on the row's fixture database"
     )

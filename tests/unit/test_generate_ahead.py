@@ -8,6 +8,7 @@ import pytest
 
 from gpu_jobs.ahead import AHEAD, RewardsAhead, ahead
 from gpu_jobs.overlap import REWARD_TIME, REWARD_WAIT
+from gpu_jobs.rewards import slow_to_score
 from gpu_jobs.spec import TrainingSettings
 from gpu_jobs.trainers import generates_ahead
 from tests.unit.test_reward_overlap import digit_count, run, trl_trainer, without_timings
@@ -88,27 +89,63 @@ def test_generate_ahead_is_auto_by_default_and_takes_the_old_true_and_false():
 
 
 @pytest.mark.parametrize(
-    "settings, device, expected",
+    "settings, device, slow_rewards, expected",
     [
-        ({}, "cuda", True),  # auto on a GPU: generation and the update leave the cores to the sandboxes
-        ({}, "cpu", False),  # auto on the CPU: the model and the sandboxes share the cores
-        ({"algorithm": "rloo"}, "cuda", False),
-        ({"environment": {"name": "repo_tests"}}, "cuda", False),
-        ({"generate_ahead": "on"}, "cpu", True),
-        ({"generate_ahead": "off"}, "cuda", False),
+        # auto on a GPU with sandboxed checks: generation and the update leave the cores to the sandboxes.
+        ({}, "cuda", True, True),
+        ({}, "cpu", True, False),  # auto on the CPU: the model and the sandboxes share the cores
+        ({}, "cuda", False, False),  # cheap verifiers: nothing to hide, only an extra forward pass to pay
+        ({"algorithm": "rloo"}, "cuda", True, False),
+        ({"environment": {"name": "repo_tests"}}, "cuda", True, False),
+        ({"generate_ahead": "on"}, "cpu", False, True),
+        ({"generate_ahead": "off"}, "cuda", True, False),
     ],
 )
-def test_auto_generates_ahead_on_a_gpu_for_grpo_jobs_only(settings, device, expected):
-    assert generates_ahead(TrainingSettings(**settings), device=device) is expected
+def test_auto_generates_ahead_on_a_gpu_for_grpo_jobs_with_slow_verifiers(
+    settings, device, slow_rewards, expected
+):
+    decided = generates_ahead(TrainingSettings(**settings), device=device, slow_rewards=slow_rewards)
+    assert decided is expected
 
 
-def test_the_trainer_class_follows_the_device():
+@pytest.mark.parametrize(
+    "spec, slow",
+    [
+        ({"type": "python_tests", "tests_field": "tests"}, True),
+        ({"type": "code_tests", "language": "c"}, True),  # a python_tests kind, sandboxed too
+        ({"type": "model_judge"}, True),
+        ({"type": "exact_match", "reference_field": "answer"}, False),
+        ({"type": "regex", "pattern": "x"}, False),
+        (
+            {
+                "type": "composite",
+                "parts": [
+                    {"name": "a", "spec": {"type": "exact_match"}},
+                    {
+                        "name": "b",
+                        "spec": {
+                            "type": "composite",
+                            "parts": [{"name": "c", "spec": {"type": "sql_result"}}],
+                        },
+                    },
+                ],
+            },
+            True,
+        ),
+        ({"type": "composite", "parts": [{"name": "a", "spec": {"type": "numeric"}}]}, False),
+    ],
+)
+def test_a_verifier_is_slow_when_it_or_a_part_runs_code_calls_out_or_runs_a_model(spec, slow):
+    assert slow_to_score(spec) is slow
+
+
+def test_the_trainer_class_generates_ahead_only_when_asked():
     from trl import GRPOTrainer
 
     from gpu_jobs.overlap import RewardOverlap
     from gpu_jobs.trainers import algorithm_classes
 
-    _, on_gpu, _ = algorithm_classes(TrainingSettings(), device="cuda")
-    _, on_cpu, _ = algorithm_classes(TrainingSettings(), device="cpu")
-    assert issubclass(on_gpu, RewardsAhead) and issubclass(on_gpu, GRPOTrainer)
-    assert not issubclass(on_cpu, RewardsAhead) and issubclass(on_cpu, RewardOverlap)
+    _, ahead_class, _ = algorithm_classes(TrainingSettings(), generate_ahead=True)
+    _, plain_class, _ = algorithm_classes(TrainingSettings())
+    assert issubclass(ahead_class, RewardsAhead) and issubclass(ahead_class, GRPOTrainer)
+    assert not issubclass(plain_class, RewardsAhead) and issubclass(plain_class, RewardOverlap)

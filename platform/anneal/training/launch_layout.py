@@ -112,7 +112,8 @@ PLAIN_HELP = {
     "use_vllm": "On a GPU, write the answers with vLLM, a faster engine; ignored on a CPU.",
     "generate_ahead": "Write the next step's answers while this step's are still being checked, so slow "
     "checks never hold training up; each update then learns from answers one update old. auto: on when the "
-    "job trains on a GPU, off on a CPU (where it makes steps slower). Only with the grpo algorithm, not for "
+    "job trains on a GPU and a check runs code, calls out or runs a model; off on a CPU (where it makes steps "
+    "slower) and when every check is quick. Only with the grpo algorithm, not for "
     "agent jobs.",
     "activation_checkpointing": "Trade time for memory: recompute parts of the model during the update "
     "instead of keeping them. Turn on when a job runs out of memory on long answers or agent episodes; "
