@@ -76,8 +76,8 @@ def main() -> int:
         "--generate-ahead",
         choices=("auto", "on", "off"),
         default="auto",
-        help="the job's generate_ahead (auto, the default, is on on a GPU): run with off and with on to compare "
-        "the step time and the reward time waited for",
+        help="the job's generate_ahead (auto, the default, is on on a GPU when a verifier is slow, as the demo's "
+        "Python tests are): run with off and with on to compare the step time and the reward time waited for",
     )
     parser.add_argument("--store", default=str(ROOT / "var" / "models"), help="model store")
     parser.add_argument(
