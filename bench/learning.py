@@ -37,6 +37,7 @@ from gpu_jobs.addition import (  # noqa: E402
     greedy_accuracy,
 )
 from gpu_jobs.config import GRPOJobConfig  # noqa: E402
+from gpu_jobs.device import GENERATE_AHEAD  # noqa: E402
 from gpu_jobs.grpo import main  # noqa: E402
 from gpu_jobs.sink import FolderCheckpointStore, ListSink  # noqa: E402
 from gpu_jobs.tiny_model import ensure_tiny_model  # noqa: E402
@@ -97,7 +98,7 @@ def main_cli() -> None:
     parser.add_argument("--seed", type=int, help="override seed")
     parser.add_argument(
         "--generate-ahead",
-        choices=("auto", "on", "off"),
+        choices=GENERATE_AHEAD,
         help="override generate_ahead (on: each batch's rewards scored while the next step generates; one "
         "step off-policy)",
     )

@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
+from gpu_jobs.device import GENERATE_AHEAD  # noqa: E402
 from gpu_jobs.overlap import REWARD_TIME, REWARD_WAIT  # noqa: E402
 from gpu_jobs.sink import ListSink  # noqa: E402
 
@@ -74,7 +75,7 @@ def main() -> int:
     parser.add_argument("--no-vllm", action="store_true", help="generate with transformers, not vLLM")
     parser.add_argument(
         "--generate-ahead",
-        choices=("auto", "on", "off"),
+        choices=GENERATE_AHEAD,
         default="auto",
         help="the job's generate_ahead (auto, the default, is on on a GPU when a verifier is slow, as the demo's "
         "Python tests are): run with off and with on to compare the step time and the reward time waited for",

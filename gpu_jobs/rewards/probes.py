@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpu_jobs.rewards.base import ScoreResult, shorten
-from gpu_jobs.rewards.registry import build_scorer
+from gpu_jobs.rewards.registry import build_scorer, spec_types
 from gpu_jobs.rewards.tamper_probes import NATIVE_TAMPER_PROBES, TAMPER_PROBES, native_completion
 
 FLAG_THRESHOLD = 0.5
@@ -53,13 +53,6 @@ class ProbeResult:
         return asdict(self)
 
 
-def _types(spec: dict) -> set[str]:
-    kinds = {spec.get("type", "")}
-    for part in spec.get("parts") or []:
-        kinds |= _types(part.get("spec") or {})
-    return kinds
-
-
 def _fenced(program: str) -> Callable[[dict, str], str]:
     """A probe's completion: `program` in a Python code block, whatever the row."""
     return lambda row, ref: f"```python\n{program}```"
@@ -79,24 +72,24 @@ def _values(spec: dict, key: str) -> set:
 def _demands_format(spec: dict) -> bool:
     """Whether the verifier asks for a layout (a tag, a box, JSON, a pattern), so a bare answer must fail."""
     return bool(_values(spec, "extract") & {"boxed", "tag", "json_field"}) or bool(
-        _types(spec) & {"format", "regex", "json"}
+        spec_types(spec) & {"format", "regex", "json"}
     )
 
 
 def _runs_code(spec: dict) -> bool:
-    return "python_tests" in _types(spec)
+    return "python_tests" in spec_types(spec)
 
 
 def _executes_completions(spec: dict) -> bool:
-    return bool(_types(spec) & {"python_tests", "custom_python"})
+    return bool(spec_types(spec) & {"python_tests", "custom_python"})
 
 
 def _runs_native_code(spec: dict) -> bool:
-    return "code_tests" in _types(spec)
+    return "code_tests" in spec_types(spec)
 
 
 def _renders(spec: dict) -> bool:
-    return "render" in _types(spec)
+    return "render" in spec_types(spec)
 
 
 def _long_answer(row: dict, reference: str) -> str:
@@ -197,10 +190,10 @@ def probe_rows(spec: dict, rows: list[dict] | None) -> list[dict]:
     for field in _values(spec, "tests_field"):
         if field:
             row[field] = SAMPLE_ROW["tests"]
-    if "render" in _types(spec):
+    if "render" in spec_types(spec):
         for field in _values(spec, "reference_field") or {"svg"}:
             row[field or "svg"] = SAMPLE_SVG
-    if "code_tests" in _types(spec):  # stdin/stdout: the form every language code_tests runs has
+    if "code_tests" in spec_types(spec):  # stdin/stdout: the form every language code_tests runs has
         for field in _values(spec, "tests_field") or {"tests"}:
             row[field or "tests"] = SAMPLE_IO_TESTS
     for field in _values(spec, "required_field"):
@@ -219,7 +212,7 @@ def _reference(spec: dict, row: dict) -> str:
 
 def run_probes(spec: dict, *, rows: list[dict] | None = None, sandbox=None) -> list[ProbeResult]:
     """Every probe's best score over the sample rows (a spec validate_spec accepts); never raises."""
-    skipped_types = _types(spec) & set(UNPROBED_TYPES)
+    skipped_types = spec_types(spec) & set(UNPROBED_TYPES)
     if skipped_types:
         why = f"not probed: {', '.join(sorted(skipped_types))} calls an external model on every sample"
         return [ProbeResult(p.name, p.description, 0.0, "", False, skipped=why) for p in PROBES]

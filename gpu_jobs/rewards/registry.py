@@ -30,7 +30,7 @@ from gpu_jobs.rewards.spreadsheet import Spreadsheet
 from gpu_jobs.rewards.sql_result import SqlResult
 from gpu_jobs.rewards.table import TableMatch
 
-__all__ = ["VERIFIER_TYPES", "build_scorer", "construct", "slow_to_score", "validate_spec"]
+__all__ = ["VERIFIER_TYPES", "build_scorer", "construct", "slow_to_score", "spec_types", "validate_spec"]
 
 if TYPE_CHECKING:
     from gpu_jobs.rewards.outbound import Outbound
@@ -74,10 +74,15 @@ def build_scorer(
     return construct(clean, sandbox=sandbox, outbound=outbound)
 
 
+def spec_types(spec: dict) -> set[str]:
+    """The verifier types a spec uses: its own and, for a composite, every part's, however deep."""
+    kinds = {spec.get("type", "")}
+    for part in spec.get("parts") or []:
+        kinds |= spec_types(part.get("spec") or {})
+    return kinds
+
+
 def slow_to_score(spec: dict) -> bool:
     """Whether a verifier (a composite: any of its parts) runs code in a sandbox, calls out or runs a model:
     checks of tens of milliseconds to seconds each, which a training step would wait for."""
-    kind = VERIFIER_TYPES.get(spec.get("type", ""))
-    return bool(kind and kind.slow) or any(
-        slow_to_score(part.get("spec") or {}) for part in spec.get("parts") or []
-    )
+    return any(kind in VERIFIER_TYPES and VERIFIER_TYPES[kind].slow for kind in spec_types(spec))
