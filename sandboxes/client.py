@@ -74,6 +74,12 @@ class SandboxClient:
             self._celery = Celery("anneal-sandbox-client", broker=broker_url, backend=result_backend_url)
             self._down = _broker_down()
 
+    @property
+    def workers(self) -> int | None:
+        """Runs of one `run_many` call in flight at once: the local backend's; None in remote mode, where the
+        host that takes a batch (and how many hosts share it, `max_batch`) is not known here."""
+        return get_backend(self.backend).workers if self._celery is None else None
+
     def run_many(self, requests: list[RunRequest], *, batch_id: str | None = None) -> list[RunResult]:
         """One result per request, in order.
 

@@ -10,6 +10,7 @@ from sandboxes.types import RunRequest, RunResult
 
 class SandboxBackend(ABC):
     name: str
+    workers: int = 1  # runs of one run_many call in flight at once
 
     @abstractmethod
     def run(self, request: RunRequest) -> RunResult:

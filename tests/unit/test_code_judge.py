@@ -249,3 +249,40 @@ def test_a_batch_is_cut_into_runs_that_spread_over_the_sandbox_workers():
 
     assert [chunk_size(n) for n in (1, 6, 128, 129, 256, 328)] == [8, 8, 8, 9, 16, 21]
     assert (MIN_CHUNK, chunk_size(100 * RUNS * CHUNK)) == (8, CHUNK)
+    # Two runs per worker where the workers are known: the demo's 128 checks on 2 workers go as 4 runs of 32.
+    assert [chunk_size(n, runs=4) for n in (6, 128, 328)] == [8, 32, CHUNK]
+
+
+def test_the_runs_planned_follow_the_workers_of_a_local_sandbox_and_not_of_a_remote_one():
+    from gpu_jobs.rewards.python_tests import RUNS, RUNS_PER_WORKER, planned_runs
+    from sandboxes.backends.bwrap import BwrapBackend
+    from sandboxes.client import SandboxClient
+
+    assert planned_runs(BwrapBackend(pool_size=3)) == 3 * RUNS_PER_WORKER
+    assert planned_runs(SandboxClient(mode="local", backend="bwrap")) == (
+        RUNS_PER_WORKER * SandboxClient(mode="local", backend="bwrap").workers
+    )
+    remote = SandboxClient(
+        mode="remote", broker_url="redis://127.0.0.1:6379/15", result_backend_url="redis://127.0.0.1:6379/15"
+    )
+    assert remote.workers is None and planned_runs(remote) == RUNS
+    assert planned_runs(object()) == RUNS  # a stand-in that says nothing of its workers
+
+
+def test_a_batch_goes_to_the_sandbox_as_two_runs_per_worker_with_every_verdict_right():
+    class Counting(Warm):
+        workers = 2
+
+        def __init__(self):
+            self.runs = []
+
+        def run_many(self, requests):
+            self.runs.append(len(requests))
+            return super().run_many(requests)
+
+    sandbox = Counting()
+    scorer = build_scorer({"type": "python_tests"}, sandbox=sandbox)
+    programs = [ADD if i % 3 else "def add(a, b):\n    return a - b\n" for i in range(64)]
+    results = scorer.score_batch([{"tests": ["assert add(2, 3) == 5"]}] * 64, programs)
+    assert sandbox.runs == [4]  # one run_many call: 4 runs of 16 (16 runs of 8 before workers were asked)
+    assert [r.score for r in results] == [1.0 if i % 3 else 0.0 for i in range(64)]
