@@ -14,8 +14,8 @@ six times in one process, each time from the same tiny model with the same seed:
 - ``concurrent, distinct``: async reward functions, all verifiers of a step in flight at once (TRL gathers
   them), distinct pairs only; the step waits for them;
 - ``concurrent, distinct, overlapped``: the job's default where the model trains on the CPU: the same, scored
-  on a worker thread from the moment the completions are decoded while the step's forward passes run
-  (gpu_jobs.overlap), then waited for. The run is the same one (same rewards, same weights), only the timing
+  on a worker thread while the step's forward passes run (gpu_jobs.overlap), then waited for; the completions
+  that end early in generation are scored while the rest are generated (gpu_jobs.early_ends). The run is the same one (same rewards, same weights), only the timing
   differs;
 - ``generate ahead``: the job's default where the model trains on a GPU (generate_ahead auto): each batch's
   rewards scored while the next step generates and updates (gpu_jobs.ahead), one step off-policy;
@@ -23,8 +23,9 @@ six times in one process, each time from the same tiny model with the same seed:
   (its plain steps, its overlapped steps): a paired comparison, both kinds of step seeing the same load,
   where the two separate runs above may have met different loads on a shared machine.
 
-Generation and reward are timed by wrapping the trainer's ``_generate`` and ``_calculate_rewards`` (in the
-overlapped mode the latter runs on the worker thread: its wall time); "reward wait" is how long the step
+Generation and reward are timed by wrapping the trainer's ``_generate`` and ``_calculate_rewards``; overlapped
+(or generated ahead), the reward time is the trainer's own ``overlap/reward_time``: from the first verifier
+started to the last one done; "reward wait" is how long the step
 stood waiting for the rewards (all of the reward time unless overlapped; the trainer's
 ``overlap/reward_wait`` metric when overlapped). A step is the time between two metric events; update is
 the rest of it (step - generation - reward wait: log-probabilities, loss, backward, optimiser). The first
@@ -174,10 +175,9 @@ def run_mode(*, store: Path, steps: int, mode: dict) -> list[dict]:
                 "step": sink.step_ends[index] - sink.step_ends[index - 1],
                 "cores busy": busy_share(sink.cpu_at_ends[index - 1], sink.cpu_at_ends[index]),
                 "generation": generation[index],
-                # Generated ahead, a step's batch was scored during the step before: the trainer times it.
-                "reward": metric.get("overlap/reward_time", rewards[index])
-                if mode.get("ahead")
-                else rewards[index],
+                # Overlapped (or generated ahead), the trainer times the step's rewards: from the first verifier
+                # started (on the completions that ended early, while the rest were generated) to the last done.
+                "reward": metric.get("overlap/reward_time", rewards[index]),
                 # Overlapped: the trainer times its wait for the rewards; else the step waits for them all.
                 "reward wait": metric["overlap/reward_wait"] if overlapped_step else rewards[index],
                 "sandbox checks": distinct[0] if distinct else float("nan"),

@@ -36,6 +36,7 @@ from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.control import JobControl, NoControl, control_callback, latest_checkpoint
 from gpu_jobs.device import HostInfo, device_args, install_vllm_engine_options, resolve_device
 from gpu_jobs.domains import DomainScorer, is_scored, row_domain
+from gpu_jobs.early_ends import PRESCORE
 from gpu_jobs.evaluation import evaluate
 from gpu_jobs.lengths import JobLengths, prepare_lengths
 from gpu_jobs.model_store import resolve_model
@@ -250,6 +251,9 @@ class RolloutRecorder:
         self.step_metrics: dict[int, dict[str, float]] = defaultdict(dict)
         # Rollouts scored as tampering with a verifier, per step: the reward_tampering alarm reads it.
         self.tampering = TamperingLog()
+        # (step, verifier) -> verdicts of (row index, completion) pairs scored before the step's reward call
+        # (completions that ended early in generation, gpu_jobs.early_ends); that call takes them from here.
+        self.prescored: dict[tuple[int, str], dict[tuple[int, str], ScoreResult]] = defaultdict(dict)
 
     def reward_function(self, *, name: str, scorer: BatchScorer) -> Any:
         def score(prompts: list, completions: list, kwargs: dict) -> list[float]:
@@ -260,7 +264,11 @@ class RolloutRecorder:
             step = kwargs.get(STEP_COLUMN, [None])[0] or kwargs["trainer_state"].global_step + 1
             started = time.perf_counter()
             if self.distinct:
-                results, distinct = score_distinct(scorer, rows, kwargs[ROW_INDEX_COLUMN], texts)
+                with self.lock:
+                    known = self.prescored.pop((step, name), {})
+                    for stale in [key for key in self.prescored if key[0] < step]:
+                        del self.prescored[stale]
+                results, distinct = score_distinct(scorer, rows, kwargs[ROW_INDEX_COLUMN], texts, known=known)
             else:
                 results, distinct = scorer.score_batch(rows, texts), len(texts)
             with self.lock:
@@ -287,6 +295,18 @@ class RolloutRecorder:
 
             reward = reward_sync
 
+        def prescore(*, inputs: list[dict], texts: list[str], step: int) -> None:
+            """Score these rows' completions now, ahead of the step's call (distinct pairs only)."""
+            if not self.distinct:
+                return
+            indices = [row[ROW_INDEX_COLUMN] for row in inputs]
+            results, _ = score_distinct(scorer, [self.rows[i] for i in indices], indices, texts)
+            with self.lock:
+                self.prescored[(step, name)].update(
+                    zip(zip(indices, texts, strict=True), results, strict=True)
+                )
+
+        setattr(reward, PRESCORE, prescore)
         # TRL names a reward function's metrics after __name__.
         reward.__name__ = name
         reward.__qualname__ = name
@@ -552,10 +572,16 @@ class ReportingCallback(TrainerCallback):
 
 
 def score_distinct(
-    scorer: BatchScorer, rows: list[dict], row_keys: list[int], texts: list[str]
+    scorer: BatchScorer,
+    rows: list[dict],
+    row_keys: list[int],
+    texts: list[str],
+    *,
+    known: dict[tuple[int, str], ScoreResult] | None = None,
 ) -> tuple[list[ScoreResult], int]:
-    """Scores of ``texts`` against ``rows`` and how many were run: each distinct (row key, completion) pair
-    is scored once and its result shared by its copies.
+    """Scores of ``texts`` against ``rows`` and how many distinct pairs they are: each distinct (row key,
+    completion) pair is scored once and its result shared by its copies; pairs in ``known`` (scored earlier
+    in the step) are taken from there.
 
     A group's completions often repeat (a model that knows an answer gives it 8 times out of 8), so this
     cuts sandbox runs several-fold. Verifiers are meant to be deterministic; one that is not (a judge
@@ -565,10 +591,12 @@ def score_distinct(
     first: dict[tuple[int, str], int] = {}
     for index, key in enumerate(zip(row_keys, texts, strict=True)):
         first.setdefault(key, index)
-    picked = list(first.values())
-    results = scorer.score_batch([rows[i] for i in picked], [texts[i] for i in picked])
-    by_key = dict(zip(first, results, strict=True))
-    return [by_key[key] for key in zip(row_keys, texts, strict=True)], len(picked)
+    by_key = {key: known[key] for key in first if known and key in known}
+    picked = [(key, index) for key, index in first.items() if key not in by_key]
+    if picked:
+        results = scorer.score_batch([rows[i] for _, i in picked], [texts[i] for _, i in picked])
+        by_key.update(zip((key for key, _ in picked), results, strict=True))
+    return [by_key[key] for key in zip(row_keys, texts, strict=True)], len(first)
 
 
 def metric_payload(*, step: int, logs: dict) -> dict:

@@ -7,10 +7,15 @@ and the forward passes need only the token ids, so ``RewardOverlap`` starts the 
 a worker thread as soon as the completions are decoded, and while the sandboxes run the main thread does
 TRL's no-grad forward passes and, ahead of time, the policy's forward pass for the loss (with its autograd
 graph: the "early forward"). Only then does it wait for the scores. Backward needs the advantages, hence
-the scores, so it cannot start sooner.
+the scores, so it cannot start sooner. The verifiers start sooner still: a batched generation runs until its
+longest completion ends, and each time a quarter of the batch has ended (gpu_jobs.early_ends) those
+completions are scored on the worker thread while the rest are generated; the step's own reward call then
+takes their verdicts and scores only the others (RolloutRecorder.prescored), so the rewards are hidden behind
+the tail of generation too.
 
 The results are those of the plain trainer, bit for bit: the scores are the same function of the same
-completions, and the early forward runs on exactly the rows, in exactly the order, that the loss will use
+completions (a verdict scored early is keyed by its row and its decoded completion, so one the step's call
+does not ask for is never used), and the early forward runs on exactly the rows, in exactly the order, that the loss will use
 (the permutation TRL's shuffle draws next is read ahead and the random state put back). The loss takes
 it only if it asks for the same ids, mask and model with unchanged weights; otherwise the loss runs its
 own forward as usual, and the early forward is switched off for the rest of the run. The early forward
@@ -39,12 +44,17 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from gpu_jobs.early_ends import PRESCORE, EndWatch
+
 logger = logging.getLogger(__name__)
 
 # Metrics the overlap adds to each step (seconds, and 1.0 when the loss used the early forward).
 REWARD_TIME = "overlap/reward_time"
 REWARD_WAIT = "overlap/reward_wait"
 EARLY_FORWARD = "overlap/early_forward"
+EARLY_SCORED = (
+    "overlap/early_scored"  # the share of the step's completions scored while the rest were generated
+)
 
 
 @cache
@@ -104,6 +114,8 @@ class RewardOverlap:
     _early_forward_on: bool = True
     _reward_pool: ThreadPoolExecutor | None = None
     _threads_before: int | None = None  # torch's intra-op threads while the step's rewards are in flight
+    _rewards_started: float | None = None  # when the step's first rewards (early ones, or all) were started
+    _early_rows = 0  # completions of the step handed to the verifiers while the rest were generated
 
     def train(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -127,7 +139,9 @@ class RewardOverlap:
                 wait_for([pending.future])
 
     def _generate(self, prompts: list) -> Any:
-        generated = super()._generate(prompts)  # type: ignore[misc]
+        self._rewards_started, self._early_rows = None, 0
+        with self._end_watch(self._overlap_inputs):
+            generated = super()._generate(prompts)  # type: ignore[misc]
         inputs, self._pending_rewards = self._overlap_inputs, None
         unpacked = prompt_completion_ids(generated)
         if inputs is None or unpacked is None or not self._can_overlap():
@@ -137,8 +151,9 @@ class RewardOverlap:
             self._reward_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anneal-rewards")
         calculate = super()._calculate_rewards  # type: ignore[misc]
 
+        started = self._rewards_started or time.perf_counter()
+
         def score() -> tuple[Any, float]:
-            started = time.perf_counter()
             rewards = calculate(inputs, prompts, completions, completion_ids)
             return rewards, time.perf_counter() - started
 
@@ -152,6 +167,44 @@ class RewardOverlap:
         )
         self._share_cores()
         return generated
+
+    def _end_watch(self, inputs: list[dict] | None) -> Any:
+        """While the step generates: each time a quarter of its completions have ended, the verifiers start on
+        those (gpu_jobs.early_ends), each keeping its verdicts for the step's own reward call."""
+        from contextlib import nullcontext
+
+        prescorers = [getattr(f, PRESCORE, None) for f in self.reward_funcs]  # type: ignore[attr-defined]
+        prescorers = [p for p in prescorers if p is not None]
+        if not inputs or not prescorers or not self.model.training or not self._can_overlap():  # type: ignore[attr-defined]
+            return nullcontext()
+        if self._reward_pool is None:
+            self._reward_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anneal-rewards")
+        pool, step = self._reward_pool, self.state.global_step + 1  # type: ignore[attr-defined]
+
+        def prescore(rows: list[dict], texts: list[str]) -> None:
+            for score_early in prescorers:
+                try:
+                    score_early(inputs=rows, texts=texts, step=step)
+                except Exception:  # noqa: BLE001 - the step's own reward call scores them instead
+                    logger.warning(
+                        "Scoring ended completions early failed; the step scores them.", exc_info=True
+                    )
+
+        def on_ended(ended: dict[int, list[int]]) -> None:
+            texts = self.processing_class.batch_decode(  # type: ignore[attr-defined]
+                list(ended.values()), skip_special_tokens=True
+            )
+            self._rewards_started = self._rewards_started or time.perf_counter()
+            self._early_rows += len(ended)
+            self._share_cores()  # the sandboxes start now, beside the rest of the generation
+            pool.submit(prescore, [inputs[row] for row in ended], texts)
+
+        return EndWatch(
+            self.model,  # type: ignore[attr-defined]
+            rows=len(inputs),
+            end_ids=list(getattr(self, "eos_token_ids", None) or []),
+            on_ended=on_ended,
+        )
 
     def _calculate_rewards(
         self, inputs: list, prompts: list, completions: list, completion_ids_list: list
@@ -174,6 +227,7 @@ class RewardOverlap:
         metrics = self._metrics["train" if self.model.training else "eval"]  # type: ignore[attr-defined]
         metrics[REWARD_TIME].append(seconds)
         metrics[REWARD_WAIT].append(time.perf_counter() - waited)
+        metrics[EARLY_SCORED].append(self._early_rows / max(1, len(inputs)))
         return rewards
 
     def _get_per_token_logps_and_entropies(

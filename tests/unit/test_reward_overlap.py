@@ -10,7 +10,7 @@ import pytest
 from gpu_jobs.addition import DEMO_VERIFIERS, addition_rows
 from gpu_jobs.config import GRPOJobConfig
 from gpu_jobs.grpo import main
-from gpu_jobs.overlap import EARLY_FORWARD, REWARD_TIME, REWARD_WAIT, overlapped
+from gpu_jobs.overlap import EARLY_FORWARD, EARLY_SCORED, REWARD_TIME, REWARD_WAIT, overlapped
 from gpu_jobs.sink import FolderCheckpointStore, ListSink
 
 MODEL_STORE = Path(os.environ.get("ANNEAL_TEST_MODEL_STORE", "/tmp/anneal-test-models"))
@@ -79,6 +79,9 @@ def test_an_overlapped_run_is_the_plain_run_bit_for_bit(tmp_path, overrides):
     for metric in overlap_metrics:
         assert metric[EARLY_FORWARD] == 1.0
         assert 0 <= metric[REWARD_WAIT] <= metric[REWARD_TIME] + 0.05
+    # Completions that ended while the rest were generated were scored then (gpu_jobs.early_ends), and the
+    # run is still the same.
+    assert any(metric[EARLY_SCORED] > 0 for metric in overlap_metrics)
     assert not any(key.startswith("overlap/") for m in plain_metrics for key in m)
 
 
