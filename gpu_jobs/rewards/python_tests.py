@@ -269,8 +269,10 @@ class PythonTests(Scorer):
 
 
 def chunk_size(count: int, *, runs: int = RUNS) -> int:
-    """Samples per sandbox run for a batch of `count`: about `runs` runs, of MIN_CHUNK to CHUNK samples each."""
-    return max(MIN_CHUNK, min(CHUNK, -(-count // max(1, runs))))
+    """Samples per sandbox run for a batch of `count`: at least `runs` runs (more where CHUNK caps them, the
+    batch shared out evenly over them, so that no run is left with a short tail), of MIN_CHUNK to CHUNK each."""
+    runs = max(1, runs, -(-count // CHUNK))
+    return max(MIN_CHUNK, -(-count // runs))
 
 
 def planned_runs(sandbox: Any) -> int:

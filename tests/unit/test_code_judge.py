@@ -250,7 +250,8 @@ def test_a_batch_is_cut_into_runs_that_spread_over_the_sandbox_workers():
     assert [chunk_size(n) for n in (1, 6, 128, 129, 256, 328)] == [8, 8, 8, 9, 16, 21]
     assert (MIN_CHUNK, chunk_size(100 * RUNS * CHUNK)) == (8, CHUNK)
     # Two runs per worker where the workers are known: the demo's 128 checks on 2 workers go as 4 runs of 32.
-    assert [chunk_size(n, runs=4) for n in (6, 128, 328)] == [8, 32, CHUNK]
+    # Where CHUNK caps a run, the batch is shared out evenly: 328 as 6 runs of 55 (not 5 of 64 and one of 8).
+    assert [chunk_size(n, runs=4) for n in (6, 128, 328, 512)] == [8, 32, 55, CHUNK]
 
 
 def test_the_runs_planned_follow_the_workers_of_a_local_sandbox_and_not_of_a_remote_one():
