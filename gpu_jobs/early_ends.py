@@ -15,9 +15,12 @@ modules, so the hook sees nothing there and nothing is scored early.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 EARLY_SHARE = (
     0.25  # the share of a batch that must have newly ended before those completions are scored early
@@ -86,3 +89,21 @@ class EndWatch:
         if len(new) >= self.needed:
             self.handed |= new
             self.on_ended({row: list(self.tokens[row]) for row in sorted(new)})
+
+
+def early_scorers(reward_funcs: list) -> list[Callable[..., None]]:
+    """The PRESCORE functions of those reward functions that have one."""
+    found = (getattr(function, PRESCORE, None) for function in reward_funcs)
+    return [function for function in found if function is not None]
+
+
+def score_early(scorers: list[Callable[..., None]], *, rows: list[dict], texts: list[str], step: int) -> None:
+    """Score ``texts`` (completions of ``rows``, generation-batch rows of training step ``step``) with each of
+    ``scorers`` now; one that fails leaves them to the step's own reward call."""
+    for scorer in scorers:
+        try:
+            scorer(inputs=rows, texts=texts, step=step)
+        except Exception:  # noqa: BLE001 - the step's reward call scores them instead
+            logger.warning(
+                "Scoring completions that ended early failed; the step scores them.", exc_info=True
+            )

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from gpu_jobs.early_ends import PRESCORE, EndWatch
+from gpu_jobs.early_ends import EndWatch, early_scorers, score_early
 
 logger = logging.getLogger(__name__)
 
@@ -147,8 +147,6 @@ class RewardOverlap:
         if inputs is None or unpacked is None or not self._can_overlap():
             return generated
         prompt_ids, completion_ids, completions = unpacked
-        if self._reward_pool is None:
-            self._reward_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anneal-rewards")
         calculate = super()._calculate_rewards  # type: ignore[misc]
 
         started = self._rewards_started or time.perf_counter()
@@ -160,7 +158,7 @@ class RewardOverlap:
         # TRL gives _calculate_rewards the very prompts it gave _generate, and the inputs unchanged when
         # there is no rollout_func (checked in _can_overlap), so this is the call it is about to make.
         self._pending_rewards = PendingRewards(
-            future=self._reward_pool.submit(score),
+            future=self._pool().submit(score),
             completions=completions,
             prompt_ids=prompt_ids,
             completion_ids=completion_ids,
@@ -168,27 +166,21 @@ class RewardOverlap:
         self._share_cores()
         return generated
 
+    def _pool(self) -> ThreadPoolExecutor:
+        """The worker thread the step's verifiers run on (one, so a step's early and later scoring keep order)."""
+        if self._reward_pool is None:
+            self._reward_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anneal-rewards")
+        return self._reward_pool
+
     def _end_watch(self, inputs: list[dict] | None) -> Any:
         """While the step generates: each time a quarter of its completions have ended, the verifiers start on
         those (gpu_jobs.early_ends), each keeping its verdicts for the step's own reward call."""
         from contextlib import nullcontext
 
-        prescorers = [getattr(f, PRESCORE, None) for f in self.reward_funcs]  # type: ignore[attr-defined]
-        prescorers = [p for p in prescorers if p is not None]
+        prescorers = early_scorers(self.reward_funcs)  # type: ignore[attr-defined]
         if not inputs or not prescorers or not self.model.training or not self._can_overlap():  # type: ignore[attr-defined]
             return nullcontext()
-        if self._reward_pool is None:
-            self._reward_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anneal-rewards")
-        pool, step = self._reward_pool, self.state.global_step + 1  # type: ignore[attr-defined]
-
-        def prescore(rows: list[dict], texts: list[str]) -> None:
-            for score_early in prescorers:
-                try:
-                    score_early(inputs=rows, texts=texts, step=step)
-                except Exception:  # noqa: BLE001 - the step's own reward call scores them instead
-                    logger.warning(
-                        "Scoring ended completions early failed; the step scores them.", exc_info=True
-                    )
+        pool, step = self._pool(), self.state.global_step + 1  # type: ignore[attr-defined]
 
         def on_ended(ended: dict[int, list[int]]) -> None:
             texts = self.processing_class.batch_decode(  # type: ignore[attr-defined]
@@ -197,7 +189,7 @@ class RewardOverlap:
             self._rewards_started = self._rewards_started or time.perf_counter()
             self._early_rows += len(ended)
             self._share_cores()  # the sandboxes start now, beside the rest of the generation
-            pool.submit(prescore, [inputs[row] for row in ended], texts)
+            pool.submit(score_early, prescorers, rows=[inputs[row] for row in ended], texts=texts, step=step)
 
         return EndWatch(
             self.model,  # type: ignore[attr-defined]
