@@ -88,7 +88,11 @@ class EndWatch:
         new = self.ended - self.handed
         if len(new) >= self.needed:
             self.handed |= new
-            self.on_ended({row: list(self.tokens[row]) for row in sorted(new)})
+            try:
+                self.on_ended({row: list(self.tokens[row]) for row in sorted(new)})
+            except Exception:  # noqa: BLE001 - the generation goes on; the step scores everything itself
+                self.off = True
+                logger.warning("Handing over completions that ended early failed; watch off.", exc_info=True)
 
 
 def early_scorers(reward_funcs: list) -> list[Callable[..., None]]:

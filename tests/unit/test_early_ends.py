@@ -73,6 +73,18 @@ def test_the_watch_reads_nothing_outside_its_generation_and_stands_aside_for_ano
     assert watch.calls == calls
 
 
+def test_a_failure_while_handing_over_never_stops_the_generation(tiny):
+    model, tokenizer = tiny
+    prompts = [row["prompt"] for row in ROWS]
+
+    def broken(ended):
+        raise RuntimeError("the verifiers could not be reached")
+
+    with EndWatch(model, rows=len(prompts), end_ids=[tokenizer.eos_token_id], on_ended=broken) as watch:
+        completions = generate(model, tokenizer, prompts)
+    assert watch.off and len(completions) == len(prompts)
+
+
 class Counting:
     def __init__(self):
         self.scored = []
