@@ -1,16 +1,16 @@
 """Completions that ended while the rest of their batch is still being generated, for scoring them early.
 
-A batched ``generate`` (transformers) runs until its last completion ends: the ones that sampled an end token
-earlier wait, padded, for the longest. ``EndWatch`` sees each decode step's tokens through a forward pre-hook on
-the model's input embeddings (called once per step with the tokens sampled the step before, whatever wraps the
-model: PEFT, accelerate) and, each time at least ``share`` of the batch has ended since it last called, calls
-``on_ended`` on the generating thread with those rows' completion token ids (up to and including the end token,
-as TRL keeps them): completions end in waves, a few decode steps apart. Generation itself is untouched: the
-hook only reads.
+A batched ``generate`` (transformers) runs until its last completion ends: the ones that sampled an end
+token earlier wait, padded, for the longest. ``EndWatch`` sees each decode step's tokens through a forward
+pre-hook on the model's input embeddings (called once per step with the tokens sampled the step before,
+whatever wraps the model: PEFT, accelerate) and, each time at least ``share`` of the batch has ended since
+it last called, calls ``on_ended`` on the generating thread with those rows' completion token ids (up to and
+including the end token, as TRL keeps them): completions end in waves, a few decode steps apart. Generation
+itself is untouched: the hook only reads.
 
 Used by gpu_jobs.overlap to start the verifiers on those completions while the rest are generated: the same
-verdicts, since a verdict is a function of (row, completion), only sooner. vLLM generates outside the model's
-modules, so the hook sees nothing there and nothing is scored early.
+verdicts, since a verdict is a function of (row, completion), only sooner. vLLM generates outside the
+model's modules, so the hook sees nothing there and nothing is scored early.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ logger = logging.getLogger(__name__)
 EARLY_SHARE = (
     0.25  # the share of a batch that must have newly ended before those completions are scored early
 )
-# The attribute of a reward function that scores (rows, completion texts) of a step ahead of the step's own call
-# to it, keeping the verdicts for that call (gpu_jobs.grpo.RolloutRecorder sets it on its reward functions).
+# The attribute of a reward function that scores (rows, completion texts) of a step ahead of the step's own
+# call to it, keeping the verdicts for that call (gpu_jobs.grpo.RolloutRecorder sets it on its functions).
 PRESCORE = "anneal_prescore"
 
 
 class EndWatch:
-    """Context manager: watches ``model``'s next batched generation of ``rows`` completions (see the module)."""
+    """Context manager: watches ``model``'s next batched generation of ``rows`` completions (the module)."""
 
     def __init__(
         self,

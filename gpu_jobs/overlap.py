@@ -15,13 +15,13 @@ the tail of generation too.
 
 The results are those of the plain trainer, bit for bit: the scores are the same function of the same
 completions (a verdict scored early is keyed by its row and its decoded completion, so one the step's call
-does not ask for is never used), and the early forward runs on exactly the rows, in exactly the order, that the loss will use
-(the permutation TRL's shuffle draws next is read ahead and the random state put back). The loss takes
-it only if it asks for the same ids, mask and model with unchanged weights; otherwise the loss runs its
-own forward as usual, and the early forward is switched off for the rest of the run. The early forward
-runs on half of torch's CPU threads (``_share_cores``): bit for bit as long as the CPU kernels sum in the
-same order at either thread count, as they do for this repository's models on the machines it was tested
-on (tests/unit/test_reward_overlap.py compares whole runs); a GPU's kernels do not depend on it.
+does not ask for is never used), and the early forward runs on exactly the rows, in exactly the order, that
+the loss will use (the permutation TRL's shuffle draws next is read ahead and the random state put back).
+The loss takes it only if it asks for the same ids, mask and model with unchanged weights; otherwise the
+loss runs its own forward as usual, and the early forward is switched off for the rest of the run. The early
+forward runs on half of torch's CPU threads (``_share_cores``): bit for bit as long as the CPU kernels sum
+in the same order at either thread count, as they do for this repository's models on the machines it was
+tested on (tests/unit/test_reward_overlap.py compares whole runs); a GPU's kernels do not depend on it.
 
 What it gains depends on the host: the step waits for the verifiers about half as long (bench/train_step.py),
 but on a CPU with no core to spare the forward passes slow down by about as much, as the sandboxes take the
@@ -52,9 +52,8 @@ logger = logging.getLogger(__name__)
 REWARD_TIME = "overlap/reward_time"
 REWARD_WAIT = "overlap/reward_wait"
 EARLY_FORWARD = "overlap/early_forward"
-EARLY_SCORED = (
-    "overlap/early_scored"  # the share of the step's completions scored while the rest were generated
-)
+# The share of the step's completions scored while the rest were generated (gpu_jobs.early_ends).
+EARLY_SCORED = "overlap/early_scored"
 
 
 @cache
@@ -167,7 +166,8 @@ class RewardOverlap:
         return generated
 
     def _pool(self) -> ThreadPoolExecutor:
-        """The worker thread the step's verifiers run on (one, so a step's early and later scoring keep order)."""
+        """The worker thread the step's verifiers run on: one, so a step's early and later scoring keep
+        their order."""
         if self._reward_pool is None:
             self._reward_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anneal-rewards")
         return self._reward_pool
@@ -178,7 +178,8 @@ class RewardOverlap:
         from contextlib import nullcontext
 
         prescorers = early_scorers(self.reward_funcs)  # type: ignore[attr-defined]
-        if not inputs or not prescorers or not self.model.training or not self._can_overlap():  # type: ignore[attr-defined]
+        training = self.model.training  # type: ignore[attr-defined]
+        if not inputs or not prescorers or not training or not self._can_overlap():
             return nullcontext()
         pool, step = self._pool(), self.state.global_step + 1  # type: ignore[attr-defined]
 
