@@ -15,8 +15,8 @@ six times in one process, each time from the same tiny model with the same seed:
   them), distinct pairs only; the step waits for them;
 - ``concurrent, distinct, overlapped``: the job's default where the model trains on the CPU: the same, scored
   on a worker thread while the step's forward passes run (gpu_jobs.overlap), then waited for; the completions
-  that end early in generation are scored while the rest are generated (gpu_jobs.early_ends). The run is the same one (same rewards, same weights), only the timing
-  differs;
+  that end early in generation are scored while the rest are generated (gpu_jobs.early_ends). The run is the
+  same one (same rewards, same weights), only the timing differs;
 - ``generate ahead``: the job's default where the model trains on a GPU (generate_ahead auto): each batch's
   rewards scored while the next step generates and updates (gpu_jobs.ahead), one step off-policy;
 - ``alternating``: one more run of the last mode with every other step overlapped, printed as two rows
@@ -25,9 +25,9 @@ six times in one process, each time from the same tiny model with the same seed:
 
 Generation and reward are timed by wrapping the trainer's ``_generate`` and ``_calculate_rewards``; overlapped
 (or generated ahead), the reward time is the trainer's own ``overlap/reward_time``: from the first verifier
-started to the last one done; "reward wait" is how long the step
-stood waiting for the rewards (all of the reward time unless overlapped; the trainer's
-``overlap/reward_wait`` metric when overlapped). A step is the time between two metric events; update is
+started to the last one done; "reward wait" is how long the step stood waiting for the rewards (all of the
+reward time unless overlapped; the trainer's ``overlap/reward_wait`` metric when overlapped). A step is the
+time between two metric events; update is
 the rest of it (step - generation - reward wait: log-probabilities, loss, backward, optimiser). The first
 two steps of each mode are left out (warm-up of the sandbox pool and the allocator). Medians per step, in
 milliseconds; the machine's load is printed, as other jobs may share the cores, and with only two of them

@@ -22,9 +22,8 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-EARLY_SHARE = (
-    0.25  # the share of a batch that must have newly ended before those completions are scored early
-)
+# The share of a batch that must have newly ended before those completions are scored early.
+EARLY_SHARE = 0.25
 # The attribute of a reward function that scores (rows, completion texts) of a step ahead of the step's own
 # call to it, keeping the verdicts for that call (gpu_jobs.grpo.RolloutRecorder sets it on its functions).
 PRESCORE = "anneal_prescore"
