@@ -28,16 +28,16 @@ from sandboxes.types import RunRequest, RunResult, Status
 SCORING_MODES = ("all_or_nothing", "fraction")
 IO_COMPARE = ("lines", "exact", "tokens")
 MAX_TIMEOUT_S = 60.0
-# Samples judged in one sandbox run: the judge's start (and the sandbox's, ~11 ms of CPU together) is paid once
-# for them, while each sample still gets runners and `timeout_s` of its own. A batch is cut into about
-# RUNS_PER_WORKER runs per sandbox worker (so that every worker gets some, and they finish together), or RUNS
-# where the workers are not known here (remote hosts), of MIN_CHUNK to CHUNK samples: a small batch stays in one
-# run, as one sample's neighbours in it are what the judge's wipe and sweep are for. Fewer, larger runs matter
-# for small checks: the demo's 128 a step took 16 runs of 8 and ~530 ms; 4 runs of 32 on 2 workers take ~390 ms.
+# Samples judged in one sandbox run: the judge's start (and the sandbox's, ~15 ms of CPU together) is paid once
+# for them, while each sample still gets runners and `timeout_s` of its own. A batch is cut into as few runs as
+# CHUNK allows, a whole number of them for each sandbox worker (so that every worker gets some, and they finish
+# together), or into RUNS where the workers are not known here (remote hosts), of MIN_CHUNK to CHUNK samples: a
+# small batch stays in one run, as one sample's neighbours in it are what the judge's wipe and sweep are for.
+# Fewer, larger runs matter for small checks: the demo's 128 a step took 16 runs of 8 and ~530 ms; 4 runs of 32
+# on 2 workers take ~390 ms; a batch of 32 takes 140 ms of CPU as 2 runs, 170 ms as 4.
 MIN_CHUNK = 8
 CHUNK = 64
 RUNS = 16
-RUNS_PER_WORKER = 2
 REPORT_PREFIX = code_judge.REPORT_PREFIX
 SCIENCE_LIBRARIES = ("numpy", "scipy", "pandas", "sympy")
 SCIENCE_PATH = "/usr/lib/python3/dist-packages"  # where Debian's python3-numpy and the others install
@@ -157,7 +157,7 @@ class PythonTests(Scorer):
                 results[index] = _zero(problem, total=0)
             else:
                 checks.append((index, self._program(completion), tests))
-        size = chunk_size(len(checks), runs=planned_runs(self._client()))
+        size = chunk_size(len(checks), runs=planned_runs(self._client(), len(checks)))
         alone = self._judge([checks[start : start + size] for start in range(0, len(checks), size)], results)
         # A sample of a batch that the judge did not report on (the run lost its judge, or its zygote, or
         # the judge stopped at a sample that left the sandbox unclean) is judged again in a run of its own:
@@ -275,11 +275,15 @@ def chunk_size(count: int, *, runs: int = RUNS) -> int:
     return max(MIN_CHUNK, -(-count // runs))
 
 
-def planned_runs(sandbox: Any) -> int:
-    """How many runs to cut a batch into for `sandbox` (a SandboxClient or a backend): RUNS_PER_WORKER for each
-    of its workers, or RUNS where it does not know its workers (remote mode)."""
+def planned_runs(sandbox: Any, count: int) -> int:
+    """How many runs to cut a batch of `count` samples into for `sandbox` (a SandboxClient or a backend): as
+    few as CHUNK allows, rounded up to a whole number for each of its workers; RUNS where it does not know its
+    workers (remote mode)."""
     workers = getattr(sandbox, "workers", None)
-    return RUNS_PER_WORKER * workers if isinstance(workers, int) and workers > 0 else RUNS
+    if not isinstance(workers, int) or workers <= 0:
+        return RUNS
+    capped = max(1, -(-count // CHUNK))
+    return workers * -(-capped // workers)
 
 
 def binds_result(program: str) -> bool:

@@ -249,28 +249,31 @@ def test_a_batch_is_cut_into_runs_that_spread_over_the_sandbox_workers():
 
     assert [chunk_size(n) for n in (1, 6, 128, 129, 256, 328)] == [8, 8, 8, 9, 16, 21]
     assert (MIN_CHUNK, chunk_size(100 * RUNS * CHUNK)) == (8, CHUNK)
-    # Two runs per worker where the workers are known: the demo's 128 checks on 2 workers go as 4 runs of 32.
     # Where CHUNK caps a run, the batch is shared out evenly: 328 as 6 runs of 55 (not 5 of 64 and one of 8).
     assert [chunk_size(n, runs=4) for n in (6, 128, 328, 512)] == [8, 32, 55, CHUNK]
+    assert [chunk_size(n, runs=2) for n in (6, 74, 128)] == [8, 37, 64]
 
 
 def test_the_runs_planned_follow_the_workers_of_a_local_sandbox_and_not_of_a_remote_one():
-    from gpu_jobs.rewards.python_tests import RUNS, RUNS_PER_WORKER, planned_runs
+    from gpu_jobs.rewards.python_tests import CHUNK, RUNS, planned_runs
     from sandboxes.backends.bwrap import BwrapBackend
     from sandboxes.client import SandboxClient
 
-    assert planned_runs(BwrapBackend(pool_size=3)) == 3 * RUNS_PER_WORKER
-    assert planned_runs(SandboxClient(mode="local", backend="bwrap")) == (
-        RUNS_PER_WORKER * SandboxClient(mode="local", backend="bwrap").workers
-    )
+    # As few runs as CHUNK allows, a whole number a worker: one each up to 3 * CHUNK samples on 3 workers.
+    backend = BwrapBackend(pool_size=3)
+    counts = (1, 3 * CHUNK, 3 * CHUNK + 1, 6 * CHUNK, 6 * CHUNK + 1)
+    assert [planned_runs(backend, n) for n in counts] == [3, 3, 6, 6, 9]
+    local = SandboxClient(mode="local", backend="bwrap")
+    assert planned_runs(local, 1) == local.workers
+    assert planned_runs(local, local.workers * CHUNK + 1) == 2 * local.workers
     remote = SandboxClient(
         mode="remote", broker_url="redis://127.0.0.1:6379/15", result_backend_url="redis://127.0.0.1:6379/15"
     )
-    assert remote.workers is None and planned_runs(remote) == RUNS
-    assert planned_runs(object()) == RUNS  # a stand-in that says nothing of its workers
+    assert remote.workers is None and planned_runs(remote, 1) == planned_runs(remote, 100 * CHUNK) == RUNS
+    assert planned_runs(object(), 64) == RUNS  # a stand-in that says nothing of its workers
 
 
-def test_a_batch_goes_to_the_sandbox_as_two_runs_per_worker_with_every_verdict_right():
+def test_a_batch_goes_to_the_sandbox_as_a_few_runs_per_worker_with_every_verdict_right():
     class Counting(Warm):
         workers = 2
 
@@ -283,7 +286,10 @@ def test_a_batch_goes_to_the_sandbox_as_two_runs_per_worker_with_every_verdict_r
 
     sandbox = Counting()
     scorer = build_scorer({"type": "python_tests"}, sandbox=sandbox)
-    programs = [ADD if i % 3 else "def add(a, b):\n    return a - b\n" for i in range(64)]
-    results = scorer.score_batch([{"tests": ["assert add(2, 3) == 5"]}] * 64, programs)
-    assert sandbox.runs == [4]  # one run_many call: 4 runs of 16 (16 runs of 8 before workers were asked)
-    assert [r.score for r in results] == [1.0 if i % 3 else 0.0 for i in range(64)]
+    for count, runs in ((64, 2), (200, 4)):
+        programs = [ADD if i % 3 else "def add(a, b):\n    return a - b\n" for i in range(count)]
+        results = scorer.score_batch([{"tests": ["assert add(2, 3) == 5"]}] * count, programs)
+        # One run_many call: 64 as 2 runs of 32 (one a worker), 200 as 4 of 50 (CHUNK caps a run at 64);
+        # 16 runs of 8 or more before the workers were asked.
+        assert sandbox.runs.pop() == runs
+        assert [r.score for r in results] == [1.0 if i % 3 else 0.0 for i in range(count)]
