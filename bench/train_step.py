@@ -27,13 +27,13 @@ Generation and reward are timed by wrapping the trainer's ``_generate`` and ``_c
 (or generated ahead), the reward time is the trainer's own ``overlap/reward_time``: from the first verifier
 started to the last one done; "reward wait" is how long the step stood waiting for the rewards (all of the
 reward time unless overlapped; the trainer's ``overlap/reward_wait`` metric when overlapped). A step is the
-time between two metric events; update is
-the rest of it (step - generation - reward wait: log-probabilities, loss, backward, optimiser). The first
-two steps of each mode are left out (warm-up of the sandbox pool and the allocator). Medians per step, in
-milliseconds; the machine's load is printed, as other jobs may share the cores, and with only two of them
-the sandboxes and the forward pass also compete for the same CPU. "cores busy" is the share of all cores' time
-in use during a step (every process on the machine, the sandboxes' included; /proc/stat): near 100%, no core
-is left idle for the rewards to hide behind, and hiding more of them only moves CPU time around.
+time between two metric events; update is the rest of it (step - generation - reward wait: log-probabilities,
+loss, backward, optimiser). The first two steps of each mode are left out (warm-up of the sandbox pool and the
+allocator). Medians per step, in milliseconds; the machine's load is printed, as other jobs may share the
+cores, and with only two of them the sandboxes and the forward pass also compete for the same CPU. "cores
+busy" is the share of all cores' time in use during a step (every process on the machine, the sandboxes'
+included; /proc/stat): near 100%, no core is left idle for the rewards to hide behind, and hiding more of them
+only moves CPU time around.
 """
 
 from __future__ import annotations
