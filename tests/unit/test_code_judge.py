@@ -74,6 +74,15 @@ def test_assert_scripts_get_plain_values_and_the_programs_exceptions():
     )
 
 
+def test_the_programs_exception_reaches_the_test_with_its_own_message():
+    program = "def check(x):\n    if x < 0:\n        raise ValueError('negative')\n    if x == 0:\n        raise KeyError\n"
+    caught = "try:\n    check(-1)\nexcept ValueError as exc:\n    assert str(exc) == 'negative', str(exc)\n"
+    bare = "try:\n    check(0)\nexcept KeyError as exc:\n    assert exc.args == (), exc.args\n"
+    assert score([caught, bare], program).score == 1.0
+    failed = score(["assert check(-2) == 0"], program)
+    assert failed.reason == "0/1 tests passed; test 1: ValueError: negative"
+
+
 def test_asserts_that_need_the_programs_objects_run_next_to_it_and_still_refuse_equal_to_anything():
     program = (
         "class Stack:\n    def __init__(self):\n        self.items = []\n"

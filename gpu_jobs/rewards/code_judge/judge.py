@@ -576,13 +576,17 @@ def _compiled_program(program, bind):
 
 
 def _exception(type_name, message):
-    """The program's exception as the test sees it: the builtin class of that name when there is one."""
+    """The program's exception as the test sees it: the builtin class of that name when there is one, with the
+    program's message (runner.describe's, less the class name it starts with)."""
     import builtins
 
     kind = getattr(builtins, str(type_name), None)
     if isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, (SystemExit,)):
+        text = str(message)
         try:
-            return kind(message)
+            if text == type_name:
+                return kind()
+            return kind(text.removeprefix(f"{type_name}: "))
         except Exception:  # noqa: BLE001 - a builtin exception that wants other arguments
             pass
     return RuntimeError(f"the program raised {message}")
